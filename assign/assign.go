@@ -1,0 +1,19 @@
+package assign
+
+import "fmt"
+
+// Assign computes the plan for state s under policy p. It validates s
+// first; an invalid state returns an error wrapping ErrInvalidState.
+// Assign is pure: no clock, no I/O, no memory between calls; the same
+// state gives the same plan whatever the order of its lists.
+func Assign(s State, p Policy) (Plan, error) {
+	if err := Validate(s); err != nil {
+		return Plan{}, err
+	}
+	switch p {
+	case Smooth, Cooperative, Eager:
+	default:
+		return Plan{}, fmt.Errorf("%w: %q", ErrUnknownPolicy, p)
+	}
+	return Plan{}, fmt.Errorf("assign: policy %q not built yet", p)
+}

@@ -1,0 +1,43 @@
+// Command baton runs, inspects and simulates baton stream-processing
+// groups. See the README for the commands.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// exitError carries a process exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErr reports bad input: exit 2 with one line on stderr.
+func usageErr(err error) error { return &exitError{code: 2, err: err} }
+
+var rootCmd = &cobra.Command{
+	Use:           "baton",
+	Short:         "Stateful stream processing on Kafka that scales without stopping the world",
+	SilenceUsage:  true,
+	SilenceErrors: true,
+}
+
+func main() {
+	err := rootCmd.Execute()
+	if err == nil {
+		return
+	}
+	fmt.Fprintln(os.Stderr, "baton:", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		os.Exit(ee.code)
+	}
+	os.Exit(1)
+}
