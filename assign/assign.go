@@ -11,9 +11,10 @@ func Assign(s State, p Policy) (Plan, error) {
 		return Plan{}, err
 	}
 	switch p {
-	case Smooth, Cooperative, Eager:
-	default:
-		return Plan{}, fmt.Errorf("%w: %q", ErrUnknownPolicy, p)
+	case Smooth, Cooperative:
+		return planIncremental(s, p), nil
+	case Eager:
+		return planEager(s), nil
 	}
-	return Plan{}, fmt.Errorf("assign: policy %q not built yet", p)
+	return Plan{}, fmt.Errorf("%w: %q", ErrUnknownPolicy, p)
 }

@@ -1,0 +1,272 @@
+package assign
+
+import (
+	"math"
+	"slices"
+	"sort"
+)
+
+// none marks "no instance" in per-task instance indexes.
+const none = -1
+
+// noState is the lag of a task an instance has no local state for.
+const noState = math.MaxInt64
+
+// group is the indexed form of a State that the policies work on. Tasks and
+// instances are sorted by id, so every loop over them is deterministic and
+// independent of the input order.
+type group struct {
+	cfg   Config
+	tasks []Task
+	insts []Instance
+
+	owner    []int           // task -> live instance that has it active, or none
+	learners [][]int         // task -> instances holding it as learner
+	standbys [][]int         // task -> instances holding it as standby
+	lag      []map[int]int64 // instance -> task -> lag
+	leaving  []bool          // instance -> leaving
+	live     int             // number of non-leaving instances
+}
+
+func newGroup(s State) *group {
+	g := &group{cfg: s.Config}
+	g.tasks = slices.Clone(s.Tasks)
+	sort.Slice(g.tasks, func(a, b int) bool { return g.tasks[a].ID < g.tasks[b].ID })
+	g.insts = slices.Clone(s.Instances)
+	sort.Slice(g.insts, func(a, b int) bool { return g.insts[a].ID < g.insts[b].ID })
+
+	tidx := make(map[TaskID]int, len(g.tasks))
+	for i, t := range g.tasks {
+		tidx[t.ID] = i
+	}
+	n := len(g.tasks)
+	g.owner = make([]int, n)
+	for t := range g.owner {
+		g.owner[t] = none
+	}
+	g.learners = make([][]int, n)
+	g.standbys = make([][]int, n)
+	g.lag = make([]map[int]int64, len(g.insts))
+	g.leaving = make([]bool, len(g.insts))
+	for i, in := range g.insts {
+		g.leaving[i] = in.Leaving
+		if !in.Leaving {
+			g.live++
+		}
+		for _, id := range in.Active {
+			g.owner[tidx[id]] = i
+		}
+		for _, id := range in.Learner {
+			t := tidx[id]
+			g.learners[t] = append(g.learners[t], i)
+		}
+		for _, id := range in.Standby {
+			t := tidx[id]
+			g.standbys[t] = append(g.standbys[t], i)
+		}
+		g.lag[i] = make(map[int]int64, len(in.Lag))
+		for id, l := range in.Lag {
+			if t, ok := tidx[id]; ok && g.tasks[t].Stateful {
+				g.lag[i][t] = l
+			}
+		}
+	}
+	return g
+}
+
+// lagOf is instance i's lag on task t, or noState.
+func (g *group) lagOf(i, t int) int64 {
+	if l, ok := g.lag[i][t]; ok {
+		return l
+	}
+	return noState
+}
+
+// caughtUp reports whether instance i's copy of t is within acceptable lag.
+func (g *group) caughtUp(i, t int) bool {
+	return g.lagOf(i, t) <= g.cfg.AcceptableLag
+}
+
+// bucket balances one class of tasks (stateful or stateless) over the
+// non-leaving instances. It tracks where each task is positioned and every
+// instance's deviation from its share.
+//
+// Deviations are kept scaled by the total capacity, dev = w*C - W*cap, so
+// that with equal loads every figure is an exact integer held in a
+// float64.
+type bucket struct {
+	g        *group
+	stateful bool
+	tasks    []int // task indexes in the bucket, ascending
+
+	uniform   bool      // all loads equal: balance by count
+	weight    []float64 // task -> weight (1 when uniform)
+	maxW      float64   // largest weight
+	totalW    float64
+	totalCap  float64
+	floor     []int     // uniform: floor of the share (in tasks)
+	ceil      []int     // uniform: ceiling of the share
+	share     []float64 // scaled share: W*cap
+	w         []float64 // instance -> positioned weight
+	count     []int     // instance -> positioned tasks
+	pos       []int     // task -> instance it is positioned on, or none
+	on        [][]int   // instance -> tasks positioned there
+	at        []int     // task -> index in on[pos[task]]
+	outOfLine int       // non-leaving instances over the ceiling or under the floor
+}
+
+func newBucket(g *group, stateful bool) *bucket {
+	b := &bucket{g: g, stateful: stateful}
+	n, m := len(g.tasks), len(g.insts)
+	b.weight = make([]float64, n)
+	b.pos = make([]int, n)
+	b.at = make([]int, n)
+	first := math.NaN()
+	b.uniform = true
+	for t, task := range g.tasks {
+		b.pos[t] = none
+		if task.Stateful != stateful {
+			continue
+		}
+		b.tasks = append(b.tasks, t)
+		if math.IsNaN(first) {
+			first = task.Load
+		} else if task.Load != first {
+			b.uniform = false
+		}
+	}
+	for _, t := range b.tasks {
+		w := 1.0
+		if !b.uniform {
+			w = g.tasks[t].Load
+		}
+		b.weight[t] = w
+		b.totalW += w
+		b.maxW = max(b.maxW, w)
+	}
+	capTotal := 0
+	for i, in := range g.insts {
+		if !g.leaving[i] {
+			capTotal += in.Capacity
+		}
+	}
+	b.totalCap = float64(capTotal)
+	b.floor = make([]int, m)
+	b.ceil = make([]int, m)
+	b.share = make([]float64, m)
+	b.w = make([]float64, m)
+	b.count = make([]int, m)
+	b.on = make([][]int, m)
+	for i, in := range g.insts {
+		if g.leaving[i] || capTotal == 0 {
+			continue
+		}
+		b.share[i] = b.totalW * float64(in.Capacity)
+		if b.uniform {
+			num := len(b.tasks) * in.Capacity
+			b.floor[i] = num / capTotal
+			b.ceil[i] = b.floor[i]
+			if num%capTotal != 0 {
+				b.ceil[i]++
+			}
+		}
+	}
+	for i := range g.insts {
+		if b.outside(i) {
+			b.outOfLine++
+		}
+	}
+	return b
+}
+
+// dev is instance i's scaled deviation from its share: > 0 above, < 0 below.
+func (b *bucket) dev(i int) float64 { return b.w[i]*b.totalCap - b.share[i] }
+
+// outside reports whether non-leaving instance i is out of balance: over
+// the ceiling or under the floor of its share (equal loads), or more than
+// one largest task away from its share (unequal loads).
+func (b *bucket) outside(i int) bool {
+	if b.g.leaving[i] {
+		return false
+	}
+	if b.uniform {
+		return b.count[i] > b.ceil[i] || b.count[i] < b.floor[i]
+	}
+	slack := b.maxW*b.totalCap + 1e-9*b.totalW*b.totalCap
+	d := b.dev(i)
+	return d > slack || d < -slack
+}
+
+// place positions task t on instance i (or removes it when i is none).
+func (b *bucket) place(t, i int) {
+	if p := b.pos[t]; p != none {
+		b.adjust(p, func() {
+			last := b.on[p][len(b.on[p])-1]
+			b.on[p][b.at[t]] = last
+			b.at[last] = b.at[t]
+			b.on[p] = b.on[p][:len(b.on[p])-1]
+			b.w[p] -= b.weight[t]
+			b.count[p]--
+		})
+	}
+	b.pos[t] = i
+	if i != none {
+		b.adjust(i, func() {
+			b.at[t] = len(b.on[i])
+			b.on[i] = append(b.on[i], t)
+			b.w[i] += b.weight[t]
+			b.count[i]++
+		})
+	}
+}
+
+func (b *bucket) adjust(i int, f func()) {
+	if b.outside(i) {
+		b.outOfLine--
+	}
+	f()
+	if b.outside(i) {
+		b.outOfLine++
+	}
+}
+
+// lightest returns the non-leaving instance furthest below its share among
+// those for which ok returns true (all when ok is nil), or none.
+func (b *bucket) lightest(ok func(i int) bool) int {
+	best := none
+	for i := range b.g.insts {
+		if b.g.leaving[i] || (ok != nil && !ok(i)) {
+			continue
+		}
+		if best == none || b.dev(i) < b.dev(best) {
+			best = i
+		}
+	}
+	return best
+}
+
+// heaviest returns the non-leaving instance furthest above its share
+// among those ok accepts, or none.
+func (b *bucket) heaviest(ok func(i int) bool) int {
+	best := none
+	for i := range b.g.insts {
+		if b.g.leaving[i] || b.count[i] == 0 || !ok(i) {
+			continue
+		}
+		if best == none || b.dev(i) > b.dev(best) {
+			best = i
+		}
+	}
+	return best
+}
+
+// fits reports whether adding task t to i keeps i within its share.
+func (b *bucket) fits(i, t int) bool {
+	if b.uniform {
+		return b.count[i]+1 <= b.ceil[i]
+	}
+	return b.dev(i)+b.weight[t]*b.totalCap <= b.maxW*b.totalCap
+}
+
+// balanced reports whether every non-leaving instance is within its share.
+func (b *bucket) balanced() bool { return b.outOfLine == 0 }

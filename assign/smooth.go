@@ -1,0 +1,423 @@
+package assign
+
+import (
+	"fmt"
+	"sort"
+)
+
+// planner carries one round of the smooth or cooperative policy. The round
+// has five steps, each a pass over tasks or instances in id order:
+//
+//  1. position: every task with a live owner is positioned where it will
+//     run once moves in flight finish (at its kept learner, else its owner);
+//  2. orphans: tasks without a live owner get one now;
+//  3. drain: tasks of leaving instances are positioned elsewhere;
+//  4. balance: tasks move from the instance furthest above its share to the
+//     one furthest below, until every instance is within its share;
+//  5. realize: each task positioned away from its owner is revoked (when
+//     the destination is caught up or the task is stateless) or gets a
+//     learner there (within max_learners); standbys are placed last.
+type planner struct {
+	g        *group
+	policy   Policy
+	learners bool // policy uses learners and state-aware placement
+
+	newOwner  []int // task -> instance it is active on in the plan, or none
+	revokedBy []int // task -> instance revoking it this round, or none
+	learner   []int // task -> kept or new learner host in the plan, or none
+	standby   [][]int
+	moveSeq   []int // task -> order in which its last move was decided (0: never)
+	forced    []bool
+	pinned    []bool   // task -> positioned at its kept learner; the balance may not move it
+	cause     []string // task -> why its position moved away from its owner
+	seq       int
+	reasons   []Reason
+}
+
+func (p *planner) why(kind ReasonKind, t, i int, format string, args ...any) {
+	id := ""
+	if i != none {
+		id = p.g.insts[i].ID
+	}
+	p.reasons = append(p.reasons, Reason{Kind: kind, Task: p.g.tasks[t].ID, Instance: id, Why: fmt.Sprintf(format, args...)})
+}
+
+func (p *planner) name(i int) string { return p.g.insts[i].ID }
+
+func planIncremental(s State, policy Policy) Plan {
+	g := newGroup(s)
+	n := len(g.tasks)
+	p := &planner{g: g, policy: policy, learners: policy == Smooth}
+	p.newOwner = make([]int, n)
+	p.revokedBy = make([]int, n)
+	p.learner = make([]int, n)
+	p.moveSeq = make([]int, n)
+	p.forced = make([]bool, n)
+	p.pinned = make([]bool, n)
+	p.cause = make([]string, n)
+	for t := range n {
+		p.newOwner[t], p.revokedBy[t], p.learner[t] = none, none, none
+	}
+	p.keepLearners()
+	for _, stateful := range []bool{true, false} {
+		b := newBucket(g, stateful)
+		p.position(b)
+		p.orphans(b)
+		p.drain(b)
+		p.balance(b)
+		p.realize(b)
+	}
+	p.standby = placeStandbys(g, p.newOwner, p.learner, p.revokedBy, p.why)
+	return p.output()
+}
+
+// keepLearners decides which learners of the input survive: one per task,
+// on a non-leaving instance, for a stateful task with a live owner; at most
+// max_learners in all, the least advanced dropped first.
+func (p *planner) keepLearners() {
+	g := p.g
+	type kept struct {
+		t, i int
+		lag  int64
+	}
+	var all []kept
+	for t := range g.tasks {
+		if len(g.learners[t]) == 0 {
+			continue
+		}
+		best := none
+		for _, i := range g.learners[t] {
+			switch {
+			case !p.learners:
+				p.why(ReasonDropLearner, t, i, "policy %s uses no learners", p.policy)
+			case !g.tasks[t].Stateful:
+				p.why(ReasonDropLearner, t, i, "stateless tasks move at once and need no learner")
+			case g.owner[t] == none:
+				p.why(ReasonDropLearner, t, i, "its target is gone: no live instance has the task active")
+			case best == none || g.lagOf(i, t) < g.lagOf(best, t):
+				if best != none {
+					p.why(ReasonDropLearner, t, best, "another learner of the task is further along")
+				}
+				best = i
+			default:
+				p.why(ReasonDropLearner, t, i, "another learner of the task is further along")
+			}
+		}
+		if best != none {
+			all = append(all, kept{t, best, g.lagOf(best, t)})
+		}
+	}
+	sort.SliceStable(all, func(a, b int) bool { return all[a].lag < all[b].lag })
+	for k, l := range all {
+		if k >= g.cfg.MaxLearners {
+			p.why(ReasonDropLearner, l.t, l.i, "the group holds more than max_learners=%d learners; this one is among the least advanced", g.cfg.MaxLearners)
+			continue
+		}
+		p.learner[l.t] = l.i
+	}
+}
+
+// position places every task of the bucket that has a live owner.
+func (p *planner) position(b *bucket) {
+	for _, t := range b.tasks {
+		o := p.g.owner[t]
+		switch {
+		case o == none:
+		case p.learner[t] != none && !p.g.leaving[p.learner[t]]:
+			b.place(t, p.learner[t])
+			p.pinned[t] = true // a learner is kept until it is ready
+		case !p.g.leaving[o]:
+			b.place(t, o)
+		}
+	}
+}
+
+// orphans gives every task without a live owner to the warmest live copy
+// (stateful, smooth policy) or to the instance furthest below its share.
+func (p *planner) orphans(b *bucket) {
+	g := p.g
+	for _, t := range b.tasks {
+		if g.owner[t] != none {
+			continue
+		}
+		p.pinned[t] = true // an orphan's owner is decided by the orphan rule alone
+		if g.live == 0 {
+			p.why(ReasonOrphan, t, none, "no live instance may take it: every instance is leaving")
+			continue
+		}
+		if !b.stateful || !p.learners {
+			i := b.lightest(nil)
+			b.place(t, i)
+			p.why(ReasonOrphan, t, i, "orphaned; %s is furthest below its share", p.name(i))
+			continue
+		}
+		lowest := int64(noState)
+		for i := range g.insts {
+			if !g.leaving[i] {
+				lowest = min(lowest, g.lagOf(i, t))
+			}
+		}
+		if lowest == noState {
+			i := b.lightest(nil)
+			b.place(t, i)
+			p.why(ReasonOrphan, t, i, "orphaned and no live instance has state for it; %s is furthest below its share", p.name(i))
+			continue
+		}
+		warm := func(i int) bool { return g.lagOf(i, t)-lowest <= g.cfg.AcceptableLag }
+		wasLearner := func(i int) bool {
+			for _, l := range g.learners[t] {
+				if l == i && warm(i) {
+					return true
+				}
+			}
+			return false
+		}
+		i := b.lightest(wasLearner)
+		how := "its learner"
+		if i == none {
+			i = b.lightest(warm)
+			how = "a warm copy"
+		}
+		b.place(t, i)
+		p.why(ReasonOrphan, t, i, "orphaned; %s holds %s (lag %d, lowest live lag %d, acceptable %d) and is the least loaded such instance",
+			p.name(i), how, g.lagOf(i, t), lowest, g.cfg.AcceptableLag)
+	}
+}
+
+// drain positions the tasks of leaving instances (that no learner already
+// carries) on non-leaving ones: a caught-up copy with room if there is
+// one, else the instance furthest below its share.
+func (p *planner) drain(b *bucket) {
+	g := p.g
+	if g.live == 0 {
+		return
+	}
+	for _, t := range b.tasks {
+		o := g.owner[t]
+		if o == none || !g.leaving[o] || b.pos[t] != none {
+			continue
+		}
+		i := none
+		if b.stateful && p.learners {
+			i = b.lightest(func(i int) bool { return g.caughtUp(i, t) && b.fits(i, t) })
+		}
+		if i == none {
+			i = b.lightest(nil)
+		}
+		p.cause[t] = fmt.Sprintf("%s is leaving", p.name(o))
+		b.place(t, i)
+		p.forced[t] = true
+		p.seq++
+		p.moveSeq[t] = p.seq
+	}
+}
+
+// balance moves tasks from the heaviest to the lightest instance until the
+// bucket is balanced. Every move strictly lowers the sum of squared
+// deviations, so the loop ends.
+func (p *planner) balance(b *bucket) {
+	if p.g.live == 0 {
+		return
+	}
+	stuck := make(map[int]bool) // instances with nothing that can move now
+	for !b.balanced() {
+		from, to := b.heaviest(func(i int) bool { return !stuck[i] }), b.lightest(nil)
+		if from == none || to == none || from == to {
+			return
+		}
+		t := p.pick(b, from, to)
+		if t == none {
+			stuck[from] = true
+			continue
+		}
+		clear(stuck)
+		p.cause[t] = fmt.Sprintf("%s is above its share of %s (%s) and %s below (%s)",
+			p.name(from), b.kind(), b.describe(from), p.name(to), b.describe(to))
+		b.place(t, to)
+		p.seq++
+		p.moveSeq[t] = p.seq
+	}
+}
+
+// pick chooses which task positioned on from moves to to: not one a learner
+// already carries there, then one the destination is caught up on, then
+// the best fit of load, then the warmest destination copy, then by id.
+func (p *planner) pick(b *bucket, from, to int) int {
+	g := p.g
+	gap := b.dev(from) - b.dev(to)
+	best := none
+	var bestKey [4]float64
+	for _, t := range b.on[from] {
+		if p.pinned[t] {
+			continue
+		}
+		wt := b.weight[t] * b.totalCap
+		if wt >= gap {
+			continue // would not lower the sum of squared deviations
+		}
+		var key [4]float64
+		if p.g.owner[t] != from {
+			key[0] = 1 // a drained task placed here this round: rather keep it
+		}
+		if b.stateful && p.learners {
+			if !g.caughtUp(to, t) {
+				key[1] = 1
+			}
+			key[3] = float64(min(g.lagOf(to, t), 1<<53))
+		}
+		if !b.uniform {
+			d := gap - 2*wt
+			if d < 0 {
+				d = -d
+			}
+			key[2] = d
+		}
+		if best == none || less(key, bestKey) || (key == bestKey && t < best) {
+			best, bestKey = t, key
+		}
+	}
+	return best
+}
+
+func less(a, b [4]float64) bool {
+	for k := range a {
+		if a[k] != b[k] {
+			return a[k] < b[k]
+		}
+	}
+	return false
+}
+
+// realize turns positions into the plan: orphans become active, tasks
+// positioned away from their owner are revoked (stateless, or the
+// destination is caught up) or get a learner there (within max_learners).
+func (p *planner) realize(b *bucket) {
+	g := p.g
+	type wanted struct{ t, i int }
+	var newLearners []wanted
+	for _, t := range b.tasks {
+		o, at, l := g.owner[t], b.pos[t], p.learner[t]
+		switch {
+		case o == none:
+			p.newOwner[t] = at
+		case at == none || at == o:
+			p.newOwner[t] = o // stays (at == none: every instance is leaving)
+		case !b.stateful || !p.learners || g.caughtUp(at, t):
+			p.revokedBy[t] = o
+			if l != none && l != at {
+				p.why(ReasonDropLearner, t, l, "the task moves to %s instead", p.name(at))
+			}
+			p.learner[t], l = none, none
+			p.why(ReasonRevoke, t, o, "%s; moves to %s%s", p.cause[t], p.name(at), p.warmth(b, t, at))
+		case l == at:
+			p.newOwner[t] = o // its learner is still warming
+		default:
+			p.newOwner[t] = o
+			if l == none {
+				newLearners = append(newLearners, wanted{t, at})
+			}
+		}
+		if l != none && l != at && g.caughtUp(l, t) {
+			p.why(ReasonDropLearner, t, l, "ready, but the plan does not move the task to %s", p.name(l))
+			p.learner[t] = none
+		}
+	}
+	total := 0 // learners in the plan so far, in every bucket
+	for t := range g.tasks {
+		if p.learner[t] != none {
+			total++
+		}
+	}
+	sort.SliceStable(newLearners, func(a, c int) bool {
+		x, y := newLearners[a].t, newLearners[c].t
+		if p.forced[x] != p.forced[y] {
+			return p.forced[x]
+		}
+		return p.moveSeq[x] < p.moveSeq[y]
+	})
+	for _, nl := range newLearners {
+		if total >= g.cfg.MaxLearners {
+			break
+		}
+		p.learner[nl.t] = nl.i
+		total++
+		p.why(ReasonLearner, nl.t, nl.i, "%s; %s warms a copy first (its lag: %s)", p.cause[nl.t], p.name(nl.i), lagText(g.lagOf(nl.i, nl.t)))
+	}
+}
+
+// kind names the bucket's tasks.
+func (b *bucket) kind() string {
+	if b.stateful {
+		return "stateful tasks"
+	}
+	return "stateless tasks"
+}
+
+// warmth describes the destination's copy of a moved stateful task.
+func (p *planner) warmth(b *bucket, t, to int) string {
+	if !b.stateful || !p.learners {
+		return ""
+	}
+	if p.learner[t] == to || (len(p.g.learners[t]) > 0 && containsInt(p.g.learners[t], to)) {
+		return fmt.Sprintf(", whose learner is ready (lag %d)", p.g.lagOf(to, t))
+	}
+	return fmt.Sprintf(", which is caught up (lag %d)", p.g.lagOf(to, t))
+}
+
+func lagText(l int64) string {
+	if l == noState {
+		return "none: restoring from the start"
+	}
+	return fmt.Sprint(l)
+}
+
+// describe gives an instance's load against its share, as positioned.
+func (b *bucket) describe(i int) string {
+	share := 0.0
+	if b.totalCap > 0 {
+		share = b.share[i] / b.totalCap
+	}
+	if b.uniform {
+		return fmt.Sprintf("%d tasks planned, share %.2f", b.count[i], share)
+	}
+	return fmt.Sprintf("load %.2f planned, share %.2f", b.w[i], share)
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// output assembles the plan, sorted.
+func (p *planner) output() Plan {
+	g := p.g
+	plan := Plan{Instances: make([]InstancePlan, len(g.insts)), Reasons: p.reasons}
+	for i, in := range g.insts {
+		plan.Instances[i] = InstancePlan{ID: in.ID, Active: []TaskID{}, Standby: []TaskID{}, Learner: []TaskID{}, Revoked: []TaskID{}}
+	}
+	for t, task := range g.tasks {
+		if i := p.newOwner[t]; i != none {
+			plan.Instances[i].Active = append(plan.Instances[i].Active, task.ID)
+		}
+		if i := p.revokedBy[t]; i != none {
+			plan.Instances[i].Revoked = append(plan.Instances[i].Revoked, task.ID)
+			plan.Followup = true
+		}
+		if i := p.learner[t]; i != none {
+			plan.Instances[i].Learner = append(plan.Instances[i].Learner, task.ID)
+		}
+		for _, i := range p.standby[t] {
+			plan.Instances[i].Standby = append(plan.Instances[i].Standby, task.ID)
+		}
+	}
+	for i := range plan.Instances {
+		sortIDs(plan.Instances[i].Standby)
+	}
+	return plan
+}
+
+func sortIDs(s []TaskID) { sort.Slice(s, func(a, b int) bool { return s[a] < s[b] }) }

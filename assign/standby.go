@@ -1,0 +1,209 @@
+package assign
+
+import (
+	"container/heap"
+	"sort"
+)
+
+// placeStandbys chooses the standbys of every stateful task once actives
+// and learners are decided. Existing standbys are kept where still allowed
+// (sticky); missing ones go first to an instance with the warmest local
+// copy, then to the least loaded instance. At least one standby sits on a
+// rack other than the active's when such an instance exists.
+//
+// A task never gets a standby on its active or learner host, on a leaving
+// instance, or on the instance revoking it this round (that instance is
+// the natural standby once the move completes, and gets it then: its copy
+// is the warmest).
+func placeStandbys(g *group, owner, learner, revokedBy []int, why func(ReasonKind, int, int, string, ...any)) [][]int {
+	out := make([][]int, len(g.tasks))
+	if g.cfg.Standbys == 0 {
+		return out
+	}
+	// load counts every task an instance runs in any role, so standbys
+	// spread by capacity.
+	load := make([]int, len(g.insts))
+	for t := range g.tasks {
+		if owner[t] != none {
+			load[owner[t]]++
+		}
+		if learner[t] != none {
+			load[learner[t]]++
+		}
+		for _, i := range g.standbys[t] {
+			if !g.leaving[i] && i != owner[t] && i != learner[t] && i != revokedBy[t] {
+				load[i]++ // kept unless dropped below
+			}
+		}
+	}
+	holders := make([][]int, len(g.tasks)) // task -> instances with local state
+	for i := range g.insts {
+		for t := range g.lag[i] {
+			holders[t] = append(holders[t], i)
+		}
+	}
+	h := &loadHeap{g: g, load: load}
+	for i := range g.insts {
+		if !g.leaving[i] {
+			h.items = append(h.items, i)
+		}
+	}
+	h.index = make([]int, len(g.insts))
+	for k, i := range h.items {
+		h.index[i] = k
+	}
+	heap.Init(h)
+
+	lighter := func(a, b int) bool { return h.lighter(a, b) }
+	for t, task := range g.tasks {
+		if !task.Stateful {
+			continue
+		}
+		excluded := func(i int) bool {
+			return g.leaving[i] || i == owner[t] || i == learner[t] || i == revokedBy[t]
+		}
+		eligible := g.live
+		if owner[t] != none && !g.leaving[owner[t]] {
+			eligible--
+		}
+		if learner[t] != none && !g.leaving[learner[t]] {
+			eligible--
+		}
+		want := min(g.cfg.Standbys, eligible)
+
+		var kept []int
+		for _, i := range g.standbys[t] {
+			if !excluded(i) {
+				kept = append(kept, i)
+			}
+		}
+		warmer := func(a, b int) bool {
+			la, lb := g.lagOf(a, t), g.lagOf(b, t)
+			if la != lb {
+				return la < lb
+			}
+			return lighter(a, b)
+		}
+		sort.Slice(kept, func(a, b int) bool { return warmer(kept[a], kept[b]) })
+		for len(kept) > want {
+			h.remove(kept[len(kept)-1])
+			kept = kept[:len(kept)-1]
+		}
+		taken := func(i int) bool { return excluded(i) || containsInt(kept, i) }
+
+		// The rack rule: one standby off the active's rack, where possible.
+		offRack := func(i int) bool { return true }
+		if owner[t] != none {
+			rack := g.insts[owner[t]].Rack
+			offRack = func(i int) bool { return g.insts[i].Rack != rack }
+			satisfied := false
+			for _, i := range kept {
+				satisfied = satisfied || offRack(i)
+			}
+			if !satisfied && want > 0 {
+				if c := bestCandidate(g, h, holders[t], t, func(i int) bool { return !taken(i) && offRack(i) }, warmer); c != none {
+					if len(kept) == want {
+						h.remove(kept[len(kept)-1])
+						kept = kept[:len(kept)-1]
+					}
+					kept = append(kept, c)
+					h.add(c)
+					why(ReasonStandby, t, c, "standby on a rack (%q) other than its active's", g.insts[c].Rack)
+				}
+			}
+		}
+		for len(kept) < want {
+			c := bestCandidate(g, h, holders[t], t, func(i int) bool { return !taken(i) }, warmer)
+			if c == none {
+				break
+			}
+			kept = append(kept, c)
+			h.add(c)
+			why(ReasonStandby, t, c, "standby %d of %d: %s", len(kept), want, standbyCause(g, c, t))
+		}
+		out[t] = kept
+	}
+	return out
+}
+
+func standbyCause(g *group, i, t int) string {
+	if l := g.lagOf(i, t); l != noState {
+		return "it has the warmest local copy (lag " + lagText(l) + ")"
+	}
+	return "no free instance has state for it; this one is the least loaded"
+}
+
+// bestCandidate returns the warmest instance holding local state for t
+// that ok accepts, else the least loaded instance that ok accepts.
+func bestCandidate(g *group, h *loadHeap, holders []int, t int, ok func(int) bool, warmer func(a, b int) bool) int {
+	best := none
+	for _, i := range holders {
+		if ok(i) && (best == none || warmer(i, best)) {
+			best = i
+		}
+	}
+	if best != none {
+		return best
+	}
+	// Pop until an acceptable instance shows, then push the others back.
+	var skipped []int
+	for h.Len() > 0 {
+		i := heap.Pop(h).(int)
+		skipped = append(skipped, i)
+		if ok(i) {
+			best = i
+			break
+		}
+	}
+	for _, i := range skipped {
+		heap.Push(h, i)
+	}
+	return best
+}
+
+// loadHeap orders non-leaving instances by load per unit of capacity, then id.
+type loadHeap struct {
+	g     *group
+	load  []int
+	items []int
+	index []int // instance -> position in items
+}
+
+func (h *loadHeap) lighter(a, b int) bool {
+	la := h.load[a] * h.g.insts[b].Capacity
+	lb := h.load[b] * h.g.insts[a].Capacity
+	if la != lb {
+		return la < lb
+	}
+	return a < b
+}
+
+func (h *loadHeap) Len() int           { return len(h.items) }
+func (h *loadHeap) Less(a, b int) bool { return h.lighter(h.items[a], h.items[b]) }
+func (h *loadHeap) Swap(a, b int) {
+	h.items[a], h.items[b] = h.items[b], h.items[a]
+	h.index[h.items[a]] = a
+	h.index[h.items[b]] = b
+}
+func (h *loadHeap) Push(x any) {
+	i := x.(int)
+	h.index[i] = len(h.items)
+	h.items = append(h.items, i)
+}
+func (h *loadHeap) Pop() any {
+	i := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
+	return i
+}
+
+// remove counts one task less on instance i.
+func (h *loadHeap) remove(i int) {
+	h.load[i]--
+	heap.Fix(h, h.index[i])
+}
+
+// add counts one more task on instance i.
+func (h *loadHeap) add(i int) {
+	h.load[i]++
+	heap.Fix(h, h.index[i])
+}
