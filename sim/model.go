@@ -1,0 +1,813 @@
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/baton-streams/baton/assign"
+)
+
+// Options tune one run.
+type Options struct {
+	// Detail adds a timeline line per task decision (learner placed,
+	// task revoked, active assigned, learner ready, task restored);
+	// without it the timeline has events and one line per round.
+	Detail bool
+	// Reasons appends the assignor's explanation to decision lines.
+	Reasons bool
+	// Check verifies the policy's guarantees on every round; violations
+	// go to Result.Violations.
+	Check bool
+	// MaxRounds stops a run that rebalances more often than this (a
+	// policy that never settles); 0 means 1,000,000.
+	MaxRounds int
+}
+
+type role uint8
+
+const (
+	roleNone role = iota // state on disk only
+	roleActive
+	roleStandby
+	roleLearner
+)
+
+func (r role) String() string {
+	return [...]string{"disk", "active", "standby", "learner"}[r]
+}
+
+// copyState is one instance's local state for one stateful task.
+type copyState struct {
+	task int
+	role role
+	// following: caught up and kept current (lag 0); otherwise the copy
+	// holds the changelog up to pos.
+	following bool
+	pos       float64
+	// signalled: this learner's readiness has been reported.
+	signalled bool
+}
+
+type taskState struct {
+	spec       TaskSpec
+	owner      int // instance holding it active, -1 if none
+	processing bool
+	suspended  bool    // eager: paused by a rebalance, owner kept
+	endBase    float64 // changelog end at endAt
+	endAt      time.Duration
+	lastOwner  int
+	moves      int
+	revokedBy  []int // instances that gave it up in a move (for thrash)
+	procSince  time.Duration
+	activeCopy *copyState // the owner's copy, if stateful
+}
+
+func (t *taskState) end(now time.Duration) float64 {
+	if t.processing {
+		return t.endBase + t.spec.Rate*(now-t.endAt).Seconds()
+	}
+	return t.endBase
+}
+
+func (t *taskState) setProcessing(now time.Duration, on bool) {
+	t.endBase = t.end(now)
+	t.endAt = now
+	t.processing = on
+	if on {
+		t.procSince = now
+	}
+}
+
+type instState struct {
+	spec      InstanceSpec
+	idx       int
+	inGroup   bool // a member of the group (until it leaves or is expelled)
+	running   bool // the process is up
+	leaving   bool
+	noticeAt  time.Duration // crashed: when the group expels it
+	copies    map[int]*copyState
+	restoring map[int]*copyState // copies with a role that are not following
+	nActive   [2]int             // actives held: [stateless, stateful]
+	loadHeld  [2]float64
+}
+
+type eventKind uint8
+
+const (
+	evScenario eventKind = iota
+	evRoundApply
+	evEagerPause
+	evCrashNotice
+	evReturn
+	evProbing
+)
+
+type event struct {
+	at   time.Duration
+	seq  int
+	kind eventKind
+	arg  int // scenario event index, round generation, instance index
+}
+
+type eventQueue []event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// engine is the state of one run. It is driven only by its event queue and
+// virtual clock.
+type engine struct {
+	sc     *Scenario
+	pol    Policy
+	opt    Options
+	now    time.Duration
+	tasks  []*taskState
+	insts  []*instState
+	byID   map[string]int
+	taskIx map[assign.TaskID]int
+	queue  eventQueue
+	seq    int
+
+	round struct {
+		active    bool
+		gen       int
+		n         int
+		started   time.Duration
+		applyAt   time.Duration
+		why       []string
+		pending   bool
+		pendWhy   []string
+		stopWorld bool
+	}
+	probingGen int
+
+	unavailable int
+	learners    int
+	offBalance  int
+	balanced    bool
+	balancedAt  time.Duration
+	firstEvent  time.Duration
+
+	res *Result
+	err error
+}
+
+// Run simulates the scenario under the policy. The run is deterministic:
+// the same scenario, policy and options give the same Result.
+func Run(sc *Scenario, pol Policy, opt Options) (*Result, error) {
+	e, err := newEngine(sc, pol, opt)
+	if err != nil {
+		return nil, err
+	}
+	e.loop()
+	if e.err != nil {
+		return e.res, e.err
+	}
+	e.finish()
+	return e.res, nil
+}
+
+func newEngine(sc *Scenario, pol Policy, opt Options) (*engine, error) {
+	if opt.MaxRounds == 0 {
+		opt.MaxRounds = 1000000
+	}
+	e := &engine{sc: sc, pol: pol, opt: opt, byID: map[string]int{}, taskIx: map[assign.TaskID]int{}, firstEvent: -1}
+	e.res = &Result{Policy: pol.Name, Scenario: sc.Name}
+	for i, ts := range sc.Tasks {
+		t := &taskState{spec: ts, owner: -1, lastOwner: -1, endBase: ts.State}
+		if pol.UnitLoads {
+			t.spec.Load = 1
+		}
+		e.tasks = append(e.tasks, t)
+		e.taskIx[ts.ID] = i
+	}
+	for _, is := range sc.Instances {
+		in := e.addInstance(is)
+		for _, id := range is.Active {
+			ti := e.taskIx[id]
+			t := e.tasks[ti]
+			e.setOwner(t, in)
+			t.lastOwner = in.idx
+			if t.spec.Stateful {
+				c := e.copyOf(in, ti)
+				c.following = true
+				c.role = roleActive
+				t.activeCopy = c
+			}
+			t.setProcessing(0, true)
+		}
+		for _, id := range is.Standby {
+			ti := e.taskIx[id]
+			if e.tasks[ti].owner == in.idx {
+				return nil, fmt.Errorf("sim: %s: instance %q holds task %q as active and standby", sc.Name, is.ID, id)
+			}
+			c := e.copyOf(in, ti)
+			c.following = true
+			c.role = roleStandby
+		}
+	}
+	for _, t := range e.tasks {
+		if t.owner < 0 {
+			return nil, fmt.Errorf("sim: %s: task %q has no owner at time 0", sc.Name, t.spec.ID)
+		}
+	}
+	for i, ev := range sc.Events {
+		e.push(ev.At, evScenario, i)
+		if e.firstEvent < 0 {
+			e.firstEvent = ev.At
+		}
+	}
+	if e.firstEvent < 0 {
+		e.firstEvent = 0
+	}
+	e.recomputeBalance()
+	e.note(0, "start", fmt.Sprintf("%d instances, %d tasks (%d stateful), policy %s", len(e.insts), len(e.tasks), e.countStateful(), pol.Name))
+	return e, nil
+}
+
+func (e *engine) countStateful() int {
+	n := 0
+	for _, t := range e.tasks {
+		if t.spec.Stateful {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *engine) addInstance(is InstanceSpec) *instState {
+	in := &instState{spec: is, idx: len(e.insts), inGroup: true, running: true,
+		copies: map[int]*copyState{}, restoring: map[int]*copyState{}}
+	e.insts = append(e.insts, in)
+	e.byID[is.ID] = in.idx
+	return in
+}
+
+func (e *engine) copyOf(in *instState, ti int) *copyState {
+	c := in.copies[ti]
+	if c == nil {
+		c = &copyState{task: ti}
+		in.copies[ti] = c
+	}
+	return c
+}
+
+func (e *engine) push(at time.Duration, k eventKind, arg int) {
+	e.seq++
+	heap.Push(&e.queue, event{at: at, seq: e.seq, kind: k, arg: arg})
+}
+
+func (e *engine) fail(err error) {
+	if e.err == nil {
+		e.err = err
+	}
+}
+
+// loop advances virtual time from one interesting instant to the next: a
+// queued event or a copy reaching a lag threshold.
+func (e *engine) loop() {
+	for e.err == nil {
+		next := e.sc.Limit
+		if len(e.queue) > 0 && e.queue[0].at < next {
+			next = e.queue[0].at
+		}
+		if c, ok := e.nextCrossing(); ok && c < next {
+			next = c
+		}
+		if e.quiet() {
+			break
+		}
+		e.advance(next)
+		e.crossings()
+		for len(e.queue) > 0 && e.queue[0].at <= e.now && e.err == nil {
+			ev := heap.Pop(&e.queue).(event)
+			e.handle(ev)
+		}
+		e.updateBalanced()
+		if e.now >= e.sc.Limit {
+			break
+		}
+	}
+}
+
+// quiet: nothing can change any more. Standbys still catching up change no
+// metric, so they do not keep the run going.
+func (e *engine) quiet() bool {
+	if e.round.active || e.unavailable > 0 || e.learners > 0 {
+		return false
+	}
+	for _, ev := range e.queue {
+		switch {
+		case ev.kind == evProbing && ev.arg != e.probingGen:
+		case ev.kind == evRoundApply || ev.kind == evEagerPause:
+		default:
+			return false
+		}
+	}
+	return e.now >= e.firstEvent
+}
+
+// shares returns the restore rate each restoring copy of in receives: an
+// instance restores its active tasks first, then shares its rate among
+// standbys and learners.
+func shareOf(in *instState) (activeShare, otherShare float64) {
+	if !in.running || len(in.restoring) == 0 {
+		return 0, 0
+	}
+	na := 0
+	for _, c := range in.restoring {
+		if c.role == roleActive {
+			na++
+		}
+	}
+	if na > 0 {
+		return in.spec.Restore / float64(na), 0
+	}
+	return 0, in.spec.Restore / float64(len(in.restoring))
+}
+
+func (e *engine) threshold(c *copyState) float64 {
+	if c.role == roleLearner && !c.signalled {
+		return float64(e.sc.Config.AcceptableLag)
+	}
+	return 0
+}
+
+const eps = 1e-6
+
+func (e *engine) nextCrossing() (time.Duration, bool) {
+	best, found := time.Duration(math.MaxInt64), false
+	for _, in := range e.insts {
+		if len(in.restoring) == 0 || !in.running {
+			continue
+		}
+		as, os := shareOf(in)
+		for _, c := range in.restoring {
+			share := os
+			if c.role == roleActive {
+				share = as
+			}
+			t := e.tasks[c.task]
+			net := share
+			if t.processing {
+				net -= t.spec.Rate
+			}
+			if net <= 0 {
+				continue
+			}
+			lag := t.end(e.now) - c.pos
+			dist := lag - e.threshold(c)
+			var at time.Duration
+			if dist <= eps {
+				at = e.now
+			} else {
+				secs := dist / net
+				if secs > 1e7 {
+					continue
+				}
+				// Round up to the millisecond so timelines stay readable.
+				at = e.now + time.Duration(math.Ceil(secs*1000))*time.Millisecond
+			}
+			if at < best {
+				best, found = at, true
+			}
+		}
+	}
+	return best, found
+}
+
+// advance moves the clock to t: copies restore, unavailability accrues.
+func (e *engine) advance(t time.Duration) {
+	if t < e.now {
+		t = e.now
+	}
+	dt := (t - e.now).Seconds()
+	if dt > 0 {
+		for _, in := range e.insts {
+			if len(in.restoring) == 0 || !in.running {
+				continue
+			}
+			as, os := shareOf(in)
+			for _, c := range in.restoring {
+				share := os
+				if c.role == roleActive {
+					share = as
+				}
+				c.pos += share * dt
+				if end := e.tasks[c.task].end(t); c.pos > end {
+					c.pos = end
+				}
+			}
+		}
+		e.res.UnavailableTaskSeconds += float64(e.unavailable) * dt
+	}
+	e.now = t
+}
+
+// crossings handles every copy that reached its threshold: a learner is
+// ready, a copy is caught up, a restoring active starts processing.
+func (e *engine) crossings() {
+	for _, in := range e.insts {
+		if len(in.restoring) == 0 || !in.running {
+			continue
+		}
+		var hit []*copyState
+		for _, c := range in.restoring {
+			lag := e.tasks[c.task].end(e.now) - c.pos
+			if lag <= e.threshold(c)+eps {
+				hit = append(hit, c)
+			}
+		}
+		sort.Slice(hit, func(a, b int) bool { return hit[a].task < hit[b].task })
+		for _, c := range hit {
+			t := e.tasks[c.task]
+			if c.role == roleLearner && !c.signalled {
+				e.signalReady(in, c)
+				if t.end(e.now)-c.pos > eps {
+					continue
+				}
+			}
+			c.following = true
+			c.pos = t.end(e.now)
+			delete(in.restoring, c.task)
+			if c.role == roleActive && !t.processing {
+				t.setProcessing(e.now, true)
+				e.setUnavailable(-1)
+				e.detail("restored", fmt.Sprintf("%s active %s restored, processing", in.spec.ID, t.spec.ID))
+			}
+		}
+	}
+}
+
+func (e *engine) signalReady(in *instState, c *copyState) {
+	c.signalled = true
+	t := e.tasks[c.task]
+	e.detail("ready", fmt.Sprintf("%s learner %s caught up (lag %d)", in.spec.ID, t.spec.ID, lagInt(t.end(e.now)-c.pos)))
+	if e.pol.RejoinOnReady && in.inGroup {
+		e.trigger(fmt.Sprintf("%s ready for %s", in.spec.ID, t.spec.ID), true)
+	}
+}
+
+func lagInt(l float64) int64 {
+	if l <= eps {
+		return 0
+	}
+	return int64(math.Ceil(l - eps))
+}
+
+func (e *engine) setUnavailable(delta int) {
+	e.unavailable += delta
+	if e.unavailable > e.res.MaxUnavailable {
+		e.res.MaxUnavailable = e.unavailable
+	}
+	e.res.sample(e.now, e.unavailable, e.offBalance)
+}
+
+func (e *engine) handle(ev event) {
+	switch ev.kind {
+	case evScenario:
+		e.scenarioEvent(e.sc.Events[ev.arg])
+	case evRoundApply:
+		if ev.arg == e.round.gen && e.round.active {
+			e.applyRound()
+		}
+	case evEagerPause:
+		if ev.arg == e.round.gen && e.round.active {
+			e.pauseWorld()
+		}
+	case evCrashNotice:
+		in := e.insts[ev.arg]
+		if in.inGroup && !in.running {
+			e.removeMember(in)
+			e.note(e.now, "expelled", fmt.Sprintf("%s: session timed out", in.spec.ID))
+			if !e.round.active {
+				e.trigger(in.spec.ID+" expelled", false)
+			}
+		}
+	case evReturn:
+		in := e.insts[ev.arg]
+		in.running, in.inGroup = true, true
+		e.note(e.now, "return", fmt.Sprintf("%s back with %d task states on disk", in.spec.ID, len(in.copies)))
+		e.trigger(in.spec.ID+" returned", true)
+	case evProbing:
+		if ev.arg == e.probingGen {
+			e.trigger("probing rebalance", false)
+		}
+	}
+}
+
+func (e *engine) scenarioEvent(ev Event) {
+	switch ev.Kind {
+	case EventJoin:
+		in := e.addInstance(ev.Instance)
+		e.note(e.now, "join", fmt.Sprintf("%s (capacity %d, restore %g/s)", in.spec.ID, in.spec.Capacity, in.spec.Restore))
+		e.recomputeBalance()
+		e.trigger(in.spec.ID+" joined", true)
+		return
+	}
+	in := e.insts[e.byID[ev.Instance.ID]]
+	if !in.running || !in.inGroup {
+		e.note(e.now, string(ev.Kind), fmt.Sprintf("%s is not running: ignored", in.spec.ID))
+		return
+	}
+	switch ev.Kind {
+	case EventCrash:
+		e.note(e.now, "crash", in.spec.ID)
+		e.stopInstance(in, true)
+		in.noticeAt = e.now + e.sc.Timing.Session
+		e.push(in.noticeAt, evCrashNotice, in.idx)
+		// A round in progress waits for the dead member until it is
+		// expelled.
+		if e.round.active {
+			e.delayRound(in.noticeAt + e.sc.Timing.Sync)
+		}
+	case EventLeave:
+		if e.pol.Drain {
+			in.leaving = true
+			e.note(e.now, "leave", fmt.Sprintf("%s drains", in.spec.ID))
+			e.recomputeBalance()
+			e.trigger(in.spec.ID+" leaving", true)
+			e.leaveIfDrained(in)
+		} else {
+			e.note(e.now, "leave", fmt.Sprintf("%s stops and leaves the group", in.spec.ID))
+			e.stopInstance(in, false)
+			e.removeMember(in)
+			e.trigger(in.spec.ID+" left", true)
+		}
+	case EventRestart:
+		e.note(e.now, "restart", fmt.Sprintf("%s stops for %v", in.spec.ID, ev.Down))
+		e.stopInstance(in, false)
+		e.removeMember(in)
+		e.trigger(in.spec.ID+" left", true)
+		e.push(e.now+ev.Down, evReturn, in.idx)
+	case EventCapacity:
+		e.note(e.now, "capacity", fmt.Sprintf("%s capacity %d -> %d", in.spec.ID, in.spec.Capacity, ev.Capacity))
+		in.spec.Capacity = ev.Capacity
+		e.recomputeBalance()
+		e.trigger(in.spec.ID+" capacity changed", true)
+	case EventSlow:
+		e.note(e.now, "slow", fmt.Sprintf("%s restore rate %g/s -> %g/s", in.spec.ID, in.spec.Restore, ev.Restore))
+		in.spec.Restore = ev.Restore
+	}
+}
+
+// stopInstance stops a process. A crash loses its state (it never comes
+// back) and the input processed since the last commit; a clean stop
+// commits and keeps its state on disk.
+func (e *engine) stopInstance(in *instState, crash bool) {
+	in.running = false
+	for ti := range e.tasks {
+		t := e.tasks[ti]
+		if t.owner != in.idx {
+			continue
+		}
+		if crash && t.processing {
+			since := e.now - e.now%e.sc.Timing.Commit
+			if t.procSince > since {
+				since = t.procSince
+			}
+			e.res.Reprocessed += t.spec.Rate * (e.now - since).Seconds()
+		}
+		e.dropActive(in, t, false)
+	}
+	for _, c := range in.copies {
+		e.setRole(in, c, roleNone)
+	}
+	if crash {
+		clear(in.copies)
+	}
+	e.recomputeBalance()
+}
+
+// dropActive takes task t off in: it stops processing and its state stays
+// on disk. revoked: the plan moved it (rather than its owner stopping).
+func (e *engine) dropActive(in *instState, t *taskState, revoked bool) {
+	if t.processing {
+		t.setProcessing(e.now, false)
+		e.setUnavailable(1)
+	}
+	t.suspended = false
+	if c := t.activeCopy; c != nil {
+		e.setRole(in, c, roleNone)
+		t.activeCopy = nil
+	}
+	if revoked {
+		t.revokedBy = append(t.revokedBy, in.idx)
+	} else {
+		// Its owner went away: going back to an earlier owner is then
+		// recovery, not thrashing.
+		t.revokedBy = nil
+	}
+	e.clearOwner(t)
+}
+
+// setRole changes what a copy is for, keeping the learner count and the
+// set of restoring copies right.
+func (e *engine) setRole(in *instState, c *copyState, r role) {
+	if c.role == roleLearner {
+		e.learners--
+	}
+	if r == roleLearner {
+		e.learners++
+	}
+	if r != roleLearner {
+		c.signalled = false
+	}
+	c.role = r
+	if r == roleNone {
+		if c.following {
+			c.pos = e.tasks[c.task].end(e.now)
+			c.following = false
+		}
+		delete(in.restoring, c.task)
+		return
+	}
+	if !c.following && in.running {
+		in.restoring[c.task] = c
+	}
+}
+
+func bucket(t *taskState) int {
+	if t.spec.Stateful {
+		return 1
+	}
+	return 0
+}
+
+func (e *engine) setOwner(t *taskState, in *instState) {
+	t.owner = in.idx
+	in.nActive[bucket(t)]++
+	in.loadHeld[bucket(t)] += t.spec.Load
+}
+
+func (e *engine) clearOwner(t *taskState) {
+	if t.owner < 0 {
+		return
+	}
+	in := e.insts[t.owner]
+	in.nActive[bucket(t)]--
+	in.loadHeld[bucket(t)] -= t.spec.Load
+	t.owner = -1
+}
+
+func (e *engine) removeMember(in *instState) {
+	in.inGroup = false
+	in.leaving = false
+	e.recomputeBalance()
+}
+
+func (e *engine) leaveIfDrained(in *instState) {
+	if !in.leaving || !in.inGroup || in.nActive[0]+in.nActive[1] > 0 {
+		return
+	}
+	e.note(e.now, "left", fmt.Sprintf("%s drained and left the group", in.spec.ID))
+	e.stopInstance(in, false)
+	e.removeMember(in)
+	e.trigger(in.spec.ID+" left", true)
+}
+
+// trigger asks for a rebalance. self: the member that asks rejoins at
+// once; otherwise members notice at their next heartbeat.
+func (e *engine) trigger(why string, self bool) {
+	if e.round.active {
+		e.round.pending = true
+		e.round.pendWhy = append(e.round.pendWhy, why)
+		return
+	}
+	e.startRound([]string{why}, e.sc.Timing.Heartbeat)
+}
+
+func (e *engine) startRound(why []string, notice time.Duration) {
+	tm := e.sc.Timing
+	r := &e.round
+	r.active, r.pending, r.pendWhy = true, false, nil
+	r.gen++
+	r.n++
+	r.started = e.now
+	r.why = why
+	r.applyAt = e.now + notice + tm.Join + tm.Sync
+	for _, in := range e.insts {
+		if in.inGroup && !in.running && in.noticeAt+tm.Sync > r.applyAt {
+			r.applyAt = in.noticeAt + tm.Sync
+		}
+	}
+	e.push(r.applyAt, evRoundApply, r.gen)
+	if e.pol.StopTheWorld {
+		e.push(e.now+notice, evEagerPause, r.gen)
+	}
+	e.note(e.now, "rebalance", fmt.Sprintf("#%d starts: %s", r.n, joinWhy(why)))
+	if r.n > e.opt.MaxRounds {
+		e.fail(fmt.Errorf("sim: %s: more than %d rebalances by %v: the policy does not settle", e.sc.Name, e.opt.MaxRounds, fmtTime(e.now)))
+	}
+}
+
+func joinWhy(why []string) string {
+	if len(why) > 3 {
+		return fmt.Sprintf("%s, %s and %d more", why[0], why[1], len(why)-2)
+	}
+	s := ""
+	for i, w := range why {
+		if i > 0 {
+			s += ", "
+		}
+		s += w
+	}
+	return s
+}
+
+func (e *engine) delayRound(at time.Duration) {
+	if at <= e.round.applyAt {
+		return
+	}
+	e.round.applyAt = at
+	e.round.gen++
+	e.push(at, evRoundApply, e.round.gen)
+}
+
+// pauseWorld: eager members stop processing everything when they rejoin.
+func (e *engine) pauseWorld() {
+	n := 0
+	for _, t := range e.tasks {
+		if t.processing && t.owner >= 0 {
+			t.setProcessing(e.now, false)
+			t.suspended = true
+			n++
+		}
+	}
+	e.unavailable += n
+	if e.unavailable > e.res.MaxUnavailable {
+		e.res.MaxUnavailable = e.unavailable
+	}
+	e.res.sample(e.now, e.unavailable, e.offBalance)
+	e.detail("pause", fmt.Sprintf("%d tasks stop for the rebalance", n))
+}
+
+// State builds the assignor's input from the members, as their
+// subscriptions would describe them now.
+func (e *engine) state() (assign.State, []*instState) {
+	s := assign.State{Config: e.sc.Config}
+	s.Tasks = make([]assign.Task, len(e.tasks))
+	for i, t := range e.tasks {
+		s.Tasks[i] = assign.Task{ID: t.spec.ID, Stateful: t.spec.Stateful, Load: t.spec.Load}
+	}
+	var members []*instState
+	for _, in := range e.insts {
+		if !in.inGroup || !in.running {
+			continue
+		}
+		members = append(members, in)
+		ai := assign.Instance{ID: in.spec.ID, Capacity: in.spec.Capacity, Rack: in.spec.Rack, Leaving: in.leaving, Lag: map[assign.TaskID]int64{}}
+		for ti, c := range in.copies {
+			t := e.tasks[ti]
+			var lag float64
+			if !c.following {
+				lag = t.end(e.now) - c.pos
+			}
+			ai.Lag[t.spec.ID] = lagInt(lag)
+			switch c.role {
+			case roleStandby:
+				ai.Standby = append(ai.Standby, t.spec.ID)
+			case roleLearner:
+				ai.Learner = append(ai.Learner, t.spec.ID)
+			}
+		}
+		s.Instances = append(s.Instances, ai)
+	}
+	pos := make([]int, len(e.insts))
+	for i := range pos {
+		pos[i] = -1
+	}
+	for k, m := range members {
+		pos[m.idx] = k
+	}
+	for _, t := range e.tasks {
+		if t.owner >= 0 && pos[t.owner] >= 0 {
+			k := pos[t.owner]
+			s.Instances[k].Active = append(s.Instances[k].Active, t.spec.ID)
+		}
+	}
+	for k := range s.Instances {
+		ai := &s.Instances[k]
+		slices.Sort(ai.Active)
+		slices.Sort(ai.Standby)
+		slices.Sort(ai.Learner)
+	}
+	return s, members
+}

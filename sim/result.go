@@ -1,0 +1,199 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Result is what one run produced. It is owned by the caller.
+type Result struct {
+	Scenario string
+	Policy   string
+
+	// Balanced: the group ended balanced (every member within its share,
+	// nothing unavailable, no learners, no rebalance in progress);
+	// BalancedAt is when it got there for the last time, TimeToBalance
+	// the same counted from the scenario's first event.
+	Balanced      bool
+	BalancedAt    time.Duration
+	TimeToBalance time.Duration
+	End           time.Duration
+
+	UnavailableTaskSeconds float64 // integral of unavailable tasks over time
+	MaxUnavailable         int     // most tasks unavailable at once
+	RestoredCritical       float64 // records new owners restored before processing
+	Reprocessed            float64 // input records processed again after crashes
+	Moves                  int     // times a task became active on another instance
+	MaxMovesPerTask        int
+	Rebalances             int
+	Thrash                 int // times a task went back to an instance that gave it up
+
+	Violations []string
+	Timeline   []Entry
+	Series     []Point
+}
+
+// Entry is one timeline line.
+type Entry struct {
+	At   time.Duration
+	Kind string
+	Text string
+}
+
+// Point is a sample of the two plotted series; each holds until the next.
+type Point struct {
+	At          time.Duration
+	Unavailable int
+	OffBalance  int // tasks away from their member's share
+}
+
+func (r *Result) sample(at time.Duration, unavailable, off int) {
+	p := Point{At: at, Unavailable: unavailable, OffBalance: off}
+	if n := len(r.Series); n > 0 {
+		last := &r.Series[n-1]
+		if last.Unavailable == unavailable && last.OffBalance == off {
+			return
+		}
+		if last.At == at {
+			*last = p
+			return
+		}
+	}
+	r.Series = append(r.Series, p)
+}
+
+// fmtTime prints a virtual time as seconds with millisecond precision.
+func fmtTime(d time.Duration) string {
+	return fmt.Sprintf("%.3fs", d.Seconds())
+}
+
+// WriteTimeline writes the timeline, one line per entry.
+func (r *Result) WriteTimeline(w io.Writer) error {
+	for _, e := range r.Timeline {
+		if _, err := fmt.Fprintf(w, "%11s  %-10s %s\n", fmtTime(e.At), e.Kind, e.Text); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteSummary writes the figures of one run.
+func (r *Result) WriteSummary(w io.Writer) error {
+	return WriteComparison(w, []*Result{r})
+}
+
+func fmtBalance(r *Result) string {
+	if !r.Balanced {
+		return "never"
+	}
+	return fmtDur(r.TimeToBalance)
+}
+
+// fmtDur prints a duration rounded for people: 1h2m3s, 4.5s.
+func fmtDur(d time.Duration) string {
+	if d >= time.Minute {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func fmtCount(f float64) string {
+	switch {
+	case f >= 1e9:
+		return fmt.Sprintf("%.2fG", f/1e9)
+	case f >= 1e6:
+		return fmt.Sprintf("%.2fM", f/1e6)
+	case f >= 1e4:
+		return fmt.Sprintf("%.1fk", f/1e3)
+	case f == math.Trunc(f):
+		return fmt.Sprintf("%.0f", f)
+	}
+	return fmt.Sprintf("%.1f", f)
+}
+
+// WriteComparison writes one column per run, side by side.
+func WriteComparison(w io.Writer, rs []*Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	row := func(name string, f func(r *Result) string) {
+		fmt.Fprintf(tw, "%s\t", name)
+		for _, r := range rs {
+			fmt.Fprintf(tw, "%s\t", f(r))
+		}
+		fmt.Fprintln(tw)
+	}
+	row("policy", func(r *Result) string { return r.Policy })
+	row("time to balance", fmtBalance)
+	row("unavailable task-seconds", func(r *Result) string { return fmtCount(r.UnavailableTaskSeconds) })
+	row("most unavailable at once", func(r *Result) string { return fmt.Sprint(r.MaxUnavailable) })
+	row("restored on critical path", func(r *Result) string { return fmtCount(r.RestoredCritical) })
+	row("reprocessed after crash", func(r *Result) string { return fmtCount(r.Reprocessed) })
+	row("moves", func(r *Result) string { return fmt.Sprint(r.Moves) })
+	row("most moves of one task", func(r *Result) string { return fmt.Sprint(r.MaxMovesPerTask) })
+	row("returns to a giver (thrash)", func(r *Result) string { return fmt.Sprint(r.Thrash) })
+	row("rebalances", func(r *Result) string { return fmt.Sprint(r.Rebalances) })
+	return tw.Flush()
+}
+
+// ExpectResult is the verdict on one expectation.
+type ExpectResult struct {
+	Expect Expect
+	OK     bool
+	Got    string
+}
+
+// CheckExpects judges the scenario's expectations that apply to r's policy.
+func CheckExpects(sc *Scenario, r *Result) []ExpectResult {
+	var out []ExpectResult
+	for _, e := range sc.Expects {
+		if len(e.Policies) > 0 && !slices.Contains(e.Policies, r.Policy) {
+			continue
+		}
+		var ok bool
+		var got string
+		num := func(v float64) {
+			ok, got = v <= e.Max+1e-9, fmtCount(v)
+		}
+		switch e.Kind {
+		case "balanced":
+			ok = r.Balanced && r.BalancedAt <= e.By
+			got = "never"
+			if r.Balanced {
+				got = "at " + fmtTime(r.BalancedAt)
+			}
+		case "unavailable":
+			num(float64(r.MaxUnavailable))
+		case "unavailable-seconds":
+			num(r.UnavailableTaskSeconds)
+		case "moves":
+			num(float64(r.Moves))
+		case "moves-per-task":
+			num(float64(r.MaxMovesPerTask))
+		case "restored":
+			num(r.RestoredCritical)
+		case "rebalances":
+			num(float64(r.Rebalances))
+		case "no-thrash":
+			ok, got = r.Thrash == 0, fmt.Sprintf("%d returns", r.Thrash)
+		}
+		out = append(out, ExpectResult{Expect: e, OK: ok, Got: got})
+	}
+	return out
+}
+
+// WriteExpects writes one line per verdict and reports whether all held.
+func WriteExpects(w io.Writer, policy string, vs []ExpectResult) bool {
+	all := true
+	for _, v := range vs {
+		mark := "ok  "
+		if !v.OK {
+			mark, all = "FAIL", false
+		}
+		fmt.Fprintf(w, "%s %-12s line %d: expect %s (got %s)\n", mark, policy, v.Expect.Line, strings.TrimSpace(v.Expect.Text), v.Got)
+	}
+	return all
+}

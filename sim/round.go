@@ -1,0 +1,329 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/baton-streams/baton/assign"
+)
+
+type reasonKey struct {
+	kind assign.ReasonKind
+	task assign.TaskID
+	inst string
+}
+
+// applyRound is the end of a rebalance: the leader computes the plan from
+// the members' subscriptions and every member carries out its part.
+func (e *engine) applyRound() {
+	r := &e.round
+	st, members := e.state()
+	plan, err := e.pol.Assign(st)
+	if err != nil {
+		e.fail(fmt.Errorf("sim: %s: rebalance #%d at %s: %w", e.sc.Name, r.n, fmtTime(e.now), err))
+		return
+	}
+	e.res.Rebalances++
+	if e.opt.Check {
+		vs := CheckPlan(st, plan, e.pol.Checks)
+		// assign's own checker is a second reading of the same contract.
+		if e.pol.Checks == CheckAll {
+			if err := assign.Check(st, plan); err != nil {
+				vs = append(vs, "assign.Check: "+err.Error())
+			}
+		}
+		for _, v := range vs {
+			e.res.Violations = append(e.res.Violations, fmt.Sprintf("rebalance #%d at %s: %s", r.n, fmtTime(e.now), v))
+		}
+	}
+	pos := make(map[string]int, len(members))
+	for k, m := range members {
+		pos[m.spec.ID] = k
+	}
+	plans := make([]*assign.InstancePlan, len(members))
+	for i := range plan.Instances {
+		ip := &plan.Instances[i]
+		k, ok := pos[ip.ID]
+		if !ok || plans[k] != nil {
+			e.fail(fmt.Errorf("sim: %s: rebalance #%d: plan names instance %q that is not a member or names it twice", e.sc.Name, r.n, ip.ID))
+			return
+		}
+		plans[k] = ip
+	}
+	for k, m := range members {
+		if plans[k] == nil {
+			e.fail(fmt.Errorf("sim: %s: rebalance #%d: plan has no entry for member %q", e.sc.Name, r.n, m.spec.ID))
+			return
+		}
+	}
+	var why map[reasonKey]string
+	if e.opt.Reasons {
+		why = map[reasonKey]string{}
+		for _, rs := range plan.Reasons {
+			why[reasonKey{rs.Kind, rs.Task, rs.Instance}] = rs.Why
+		}
+	}
+	explain := func(kind assign.ReasonKind, t assign.TaskID, inst string) string {
+		if w, ok := why[reasonKey{kind, t, inst}]; ok {
+			return ": " + w
+		}
+		return ""
+	}
+	resolve := func(ids []assign.TaskID) (map[int]bool, bool) {
+		set := make(map[int]bool, len(ids))
+		for _, id := range ids {
+			ti, ok := e.taskIx[id]
+			if !ok {
+				e.fail(fmt.Errorf("sim: %s: rebalance #%d: plan names unknown task %q", e.sc.Name, r.n, id))
+				return nil, false
+			}
+			set[ti] = true
+		}
+		return set, true
+	}
+	var nRevoked, nAssigned, nLearners, nStandbys int
+	// First everything members give up, so that additions see the tasks
+	// free.
+	for k, m := range members {
+		p := plans[k]
+		act, ok1 := resolve(p.Active)
+		sb, ok2 := resolve(p.Standby)
+		ln, ok3 := resolve(p.Learner)
+		if !ok1 || !ok2 || !ok3 {
+			return
+		}
+		for _, id := range st.Instances[k].Active {
+			ti := e.taskIx[id]
+			if act[ti] {
+				continue
+			}
+			nRevoked++
+			e.detail("revoke", fmt.Sprintf("%s gives up %s%s", m.spec.ID, id, explain(assign.ReasonRevoke, id, m.spec.ID)))
+			e.dropActive(m, e.tasks[ti], true)
+		}
+		for ti, c := range m.copies {
+			switch {
+			case c.role == roleStandby && !sb[ti], c.role == roleLearner && !ln[ti]:
+				if c.role == roleLearner && !act[ti] {
+					id := e.tasks[ti].spec.ID
+					e.detail("drop", fmt.Sprintf("%s drops learner %s%s", m.spec.ID, id, explain(assign.ReasonDropLearner, id, m.spec.ID)))
+				}
+				e.setRole(m, c, roleNone)
+			}
+		}
+	}
+	for k, m := range members {
+		p := plans[k]
+		for _, id := range p.Active {
+			ti := e.taskIx[id]
+			t := e.tasks[ti]
+			if t.owner == m.idx {
+				if t.suspended {
+					t.suspended = false
+					if t.activeCopy == nil || t.activeCopy.following {
+						t.setProcessing(e.now, true)
+						e.setUnavailable(-1)
+					}
+				}
+				continue
+			}
+			if t.owner >= 0 {
+				e.fail(fmt.Errorf("sim: %s: rebalance #%d: plan makes %s active on %s while %s keeps it", e.sc.Name, r.n, id, m.spec.ID, e.insts[t.owner].spec.ID))
+				return
+			}
+			nAssigned++
+			e.activate(m, t, ti, explain(assign.ReasonOrphan, id, m.spec.ID))
+		}
+		for _, list := range []struct {
+			ids  []assign.TaskID
+			role role
+		}{{p.Standby, roleStandby}, {p.Learner, roleLearner}} {
+			for _, id := range list.ids {
+				ti := e.taskIx[id]
+				t := e.tasks[ti]
+				if !t.spec.Stateful {
+					continue // reported by the checks; nothing to restore
+				}
+				c := e.copyOf(m, ti)
+				if c.role == list.role {
+					continue
+				}
+				if c.role == roleActive {
+					e.fail(fmt.Errorf("sim: %s: rebalance #%d: plan makes %s both active and %s on %s", e.sc.Name, r.n, id, list.role, m.spec.ID))
+					return
+				}
+				e.setRole(m, c, list.role)
+				lag := lagInt(t.end(e.now) - c.pos)
+				if list.role == roleLearner {
+					nLearners++
+					e.detail("learner", fmt.Sprintf("%s learns %s (lag %d)%s", m.spec.ID, id, lag, explain(assign.ReasonLearner, id, m.spec.ID)))
+				} else {
+					nStandbys++
+					e.detail("standby", fmt.Sprintf("%s stands by for %s (lag %d)", m.spec.ID, id, lag))
+				}
+			}
+		}
+	}
+	e.note(e.now, "rebalance", fmt.Sprintf("#%d plan: %d revoked, %d assigned, %d learners placed, %d standbys placed; %d learners, %d unavailable%s",
+		r.n, nRevoked, nAssigned, nLearners, nStandbys, e.learners, e.unavailable, map[bool]string{true: "; follow-up", false: ""}[plan.Followup]))
+	e.recomputeBalance()
+
+	// Members that drained leave now; their LeaveGroup joins the next
+	// round rather than starting one of its own.
+	for _, m := range members {
+		if m.leaving {
+			e.leaveIfDrained(m)
+		}
+	}
+	r.active = false
+	pending, pendWhy := r.pending, r.pendWhy
+	r.pending, r.pendWhy = false, nil
+	if e.pol.Probing {
+		e.probingGen++
+		if e.learners > 0 {
+			e.push(e.now+e.sc.Timing.Probing, evProbing, e.probingGen)
+		}
+	}
+	switch {
+	case plan.Followup:
+		e.startRound(append([]string{"follow-up"}, pendWhy...), 0)
+	case pending:
+		e.startRound(pendWhy, e.sc.Timing.Heartbeat)
+	}
+}
+
+// activate makes t active on m. A stateful task restores whatever its new
+// owner's copy lacks before it processes: that is the critical path.
+func (e *engine) activate(m *instState, t *taskState, ti int, why string) {
+	e.setOwner(t, m)
+	if t.lastOwner >= 0 && t.lastOwner != m.idx {
+		t.moves++
+		e.res.Moves++
+	}
+	for _, x := range t.revokedBy {
+		if x == m.idx {
+			e.res.Thrash++
+			break
+		}
+	}
+	t.lastOwner = m.idx
+	if !t.spec.Stateful {
+		t.setProcessing(e.now, true)
+		e.setUnavailable(-1)
+		e.detail("active", fmt.Sprintf("%s runs %s%s", m.spec.ID, t.spec.ID, why))
+		return
+	}
+	c := e.copyOf(m, ti)
+	lag := t.end(e.now) - c.pos
+	if c.following {
+		lag = 0
+	}
+	e.setRole(m, c, roleActive)
+	t.activeCopy = c
+	if lag <= eps {
+		c.following = true
+		c.pos = t.end(e.now)
+		delete(m.restoring, ti)
+		t.setProcessing(e.now, true)
+		e.setUnavailable(-1)
+		e.detail("active", fmt.Sprintf("%s runs %s, caught up%s", m.spec.ID, t.spec.ID, why))
+		return
+	}
+	e.res.RestoredCritical += lag
+	e.detail("active", fmt.Sprintf("%s runs %s after restoring %d records%s", m.spec.ID, t.spec.ID, lagInt(lag), why))
+}
+
+// recomputeBalance measures how far the actives are from every
+// non-leaving member's share, stateful and stateless separately (the
+// balance of spec/assign.md item 10).
+func (e *engine) recomputeBalance() {
+	totalCap := 0
+	var n [2]int
+	var loadSum, loadMax [2]float64
+	var loadMin = [2]float64{math.Inf(1), math.Inf(1)}
+	for _, t := range e.tasks {
+		b := bucket(t)
+		n[b]++
+		loadSum[b] += t.spec.Load
+		loadMax[b] = math.Max(loadMax[b], t.spec.Load)
+		loadMin[b] = math.Min(loadMin[b], t.spec.Load)
+	}
+	for _, in := range e.insts {
+		if in.inGroup && in.running && !in.leaving {
+			totalCap += in.spec.Capacity
+		}
+	}
+	off := 0
+	for _, in := range e.insts {
+		if !in.inGroup || !in.running {
+			continue
+		}
+		if in.leaving || totalCap == 0 {
+			off += in.nActive[0] + in.nActive[1]
+			continue
+		}
+		frac := float64(in.spec.Capacity) / float64(totalCap)
+		for b := range 2 {
+			if n[b] == 0 {
+				continue
+			}
+			if loadMax[b] != loadMin[b] {
+				if in.loadHeld[b] > loadSum[b]*frac+loadMax[b]+eps {
+					off++
+				}
+				continue
+			}
+			share := float64(n[b]) * frac
+			lo, hi := int(math.Floor(share+eps)), int(math.Ceil(share-eps))
+			if c := in.nActive[b]; c > hi {
+				off += c - hi
+			} else if c < lo {
+				off += lo - c
+			}
+		}
+	}
+	e.offBalance = off
+	e.res.sample(e.now, e.unavailable, e.offBalance)
+}
+
+func (e *engine) updateBalanced() {
+	bal := e.offBalance == 0 && e.unavailable == 0 && e.learners == 0 && !e.round.active
+	if bal {
+		for _, in := range e.insts {
+			if in.inGroup && in.leaving {
+				bal = false
+				break
+			}
+		}
+	}
+	if bal && !e.balanced {
+		e.balancedAt = e.now
+	}
+	e.balanced = bal
+}
+
+func (e *engine) note(at time.Duration, kind, text string) {
+	e.res.Timeline = append(e.res.Timeline, Entry{At: at, Kind: kind, Text: text})
+}
+
+func (e *engine) detail(kind, text string) {
+	if e.opt.Detail {
+		e.note(e.now, kind, text)
+	}
+}
+
+func (e *engine) finish() {
+	res := e.res
+	res.End = e.now
+	res.Balanced = e.balanced
+	if e.balanced {
+		res.BalancedAt = e.balancedAt
+		res.TimeToBalance = max(0, e.balancedAt-e.firstEvent)
+	}
+	for _, t := range e.tasks {
+		res.MaxMovesPerTask = max(res.MaxMovesPerTask, t.moves)
+	}
+	res.sample(e.now, e.unavailable, e.offBalance)
+	e.note(e.now, "end", fmt.Sprintf("%s; %d rebalances, %d moves", map[bool]string{true: "balanced since " + fmtTime(e.balancedAt), false: "not balanced"}[e.balanced], res.Rebalances, res.Moves))
+}
