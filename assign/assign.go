@@ -7,14 +7,15 @@ import "fmt"
 // Assign is pure: no clock, no I/O, no memory between calls; the same
 // state gives the same plan whatever the order of its lists.
 func Assign(s State, p Policy) (Plan, error) {
-	if err := Validate(s); err != nil {
+	tidx, err := validate(s)
+	if err != nil {
 		return Plan{}, err
 	}
 	switch p {
 	case Smooth, Cooperative:
-		return planIncremental(s, p), nil
+		return planIncremental(newGroup(s, tidx), p), nil
 	case Eager:
-		return planEager(s), nil
+		return planEager(newGroup(s, tidx)), nil
 	}
 	return Plan{}, fmt.Errorf("%w: %q", ErrUnknownPolicy, p)
 }

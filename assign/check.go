@@ -21,10 +21,11 @@ var ErrGuarantee = errors.New("assign: guarantee violated")
 // names unknown tasks is reported, not a panic. It returns nil or an
 // error wrapping ErrGuarantee that names the guarantee, task and instance.
 func Check(state State, plan Plan) error {
-	if err := Validate(state); err != nil {
+	pos, err := validate(state)
+	if err != nil {
 		return err
 	}
-	g := newGroup(state)
+	g := newGroup(state, pos)
 	fail := func(n int, format string, args ...any) error {
 		return fmt.Errorf("%w %d: %s", ErrGuarantee, n, fmt.Sprintf(format, args...))
 	}

@@ -31,13 +31,18 @@ func TestConvergence(t *testing.T) {
 		}
 	}
 	for _, seed := range seeds {
-		if err := converge(seed); err != nil {
-			t.Fatalf("seed %d: %v\n(rerun: go test ./assign -run TestConvergence -seed %d -v)", seed, err, seed)
+		for _, p := range []Policy{Smooth, Cooperative} {
+			if err := converge(seed, p); err != nil {
+				t.Fatalf("seed %d, policy %s: %v\n(rerun: go test ./assign -run TestConvergence -seed %d -v)", seed, p, err, seed)
+			}
 		}
 	}
 }
 
-func converge(seed uint64) error {
+// converge runs one random group under policy p. Every round of the smooth
+// policy is checked against the per-round guarantees; the cooperative
+// baseline only has to converge.
+func converge(seed uint64, policy Policy) error {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	cfg := Config{
 		Standbys:      rng.IntN(3),
@@ -66,12 +71,17 @@ func converge(seed uint64) error {
 
 	var prev State
 	round := 0
-	step := func(p Policy) (Plan, error) {
+	step := func() (Plan, error) {
 		round++
 		s := w.state()
-		plan, err := Assign(s, p)
+		plan, err := Assign(s, policy)
 		if err != nil {
 			return plan, fmt.Errorf("round %d: %v", round, err)
+		}
+		if policy != Smooth {
+			prev = s
+			w.apply(plan)
+			return plan, nil
 		}
 		if err := Check(s, plan); err != nil {
 			return plan, fmt.Errorf("round %d: %v\nstate: %s\nplan:\n%s", round, err, dump(s), table(plan))
@@ -112,13 +122,13 @@ func converge(seed uint64) error {
 		if len(w.insts) == 0 {
 			w.join(newID(), 1, racks[0])
 		}
-		if _, err := step(Smooth); err != nil {
+		if _, err := step(); err != nil {
 			return err
 		}
 	}
 	// Quiet: no more events; the group must settle.
 	for range 400 {
-		plan, err := step(Smooth)
+		plan, err := step()
 		if err != nil {
 			return err
 		}
@@ -128,7 +138,7 @@ func converge(seed uint64) error {
 		if err := checkBalanced(prev, plan); err != nil {
 			return fmt.Errorf("stable after %d rounds but unbalanced: %v\nplan:\n%s", round, err, table(plan))
 		}
-		again, err := Assign(w.state(), Smooth) // stickiness: maps to itself
+		again, err := Assign(w.state(), policy) // stickiness: maps to itself
 		if err != nil {
 			return err
 		}

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -150,77 +152,114 @@ func goTypeName(t string) string {
 // Validate checks a State built in code the way Decode checks a document.
 // Every error wraps ErrInvalidState and is a *FieldError.
 func Validate(s State) error {
+	_, err := validate(s)
+	return err
+}
+
+// resolved is what validate learns on the way: every task reference of
+// every instance as an index into s.Tasks, so nothing is looked up twice.
+type resolved struct {
+	roles [][3][]int // instance -> active, standby, learner task indexes
+	lags  [][]taskLag
+}
+
+type taskLag struct {
+	task int
+	lag  int64
+}
+
+// validate checks s and resolves its task references. Field paths are only
+// formatted on error: this runs on every plan.
+func validate(s State) (*resolved, error) {
 	c := s.Config
 	if c.Standbys < 0 {
-		return fieldErr("config.standbys", "must be >= 0, got %d", c.Standbys)
+		return nil, fieldErr("config.standbys", "must be >= 0, got %d", c.Standbys)
 	}
 	if c.MaxLearners < 1 {
-		return fieldErr("config.max_learners", "must be >= 1, got %d", c.MaxLearners)
+		return nil, fieldErr("config.max_learners", "must be >= 1, got %d", c.MaxLearners)
 	}
 	if c.AcceptableLag < 0 {
-		return fieldErr("config.acceptable_lag", "must be >= 0, got %d", c.AcceptableLag)
+		return nil, fieldErr("config.acceptable_lag", "must be >= 0, got %d", c.AcceptableLag)
 	}
-	tasks := make(map[TaskID]Task, len(s.Tasks))
+	tasks := make(map[TaskID]int, len(s.Tasks))
 	for i, t := range s.Tasks {
-		f := fmt.Sprintf("tasks[%d]", i)
 		if t.ID == "" {
-			return fieldErr(f+".id", "must not be empty")
+			return nil, fieldErr(fmt.Sprintf("tasks[%d].id", i), "must not be empty")
 		}
 		if _, dup := tasks[t.ID]; dup {
-			return fieldErr(f+".id", "task %q is listed twice", t.ID)
+			return nil, fieldErr(fmt.Sprintf("tasks[%d].id", i), "task %q is listed twice", t.ID)
 		}
 		if !(t.Load > 0) || math.IsInf(t.Load, 0) {
-			return fieldErr(f+".load", "must be a finite number > 0, got %v", t.Load)
+			return nil, fieldErr(fmt.Sprintf("tasks[%d].load", i), "must be a finite number > 0, got %v", t.Load)
 		}
-		tasks[t.ID] = t
+		tasks[t.ID] = i
 	}
+	res := &resolved{roles: make([][3][]int, len(s.Instances)), lags: make([][]taskLag, len(s.Instances))}
 	ids := make(map[string]bool, len(s.Instances))
-	activeOn := make(map[TaskID]string)
+	activeOn := make([]int, len(s.Tasks)) // task -> instance index + 1
+	seenBy := make([]int, len(s.Tasks))   // task -> instance index + 1 that last listed it
+	seenAs := make([]string, len(s.Tasks))
 	for i, in := range s.Instances {
-		f := fmt.Sprintf("instances[%d]", i)
 		if in.ID == "" {
-			return fieldErr(f+".id", "must not be empty")
+			return nil, fieldErr(fmt.Sprintf("instances[%d].id", i), "must not be empty")
 		}
 		if ids[in.ID] {
-			return fieldErr(f+".id", "instance %q is listed twice", in.ID)
+			return nil, fieldErr(fmt.Sprintf("instances[%d].id", i), "instance %q is listed twice", in.ID)
 		}
 		ids[in.ID] = true
 		if in.Capacity < 1 {
-			return fieldErr(f+".capacity", "must be >= 1, got %d", in.Capacity)
+			return nil, fieldErr(fmt.Sprintf("instances[%d].capacity", i), "must be >= 1, got %d", in.Capacity)
 		}
-		roles := make(map[TaskID]string)
-		for _, r := range []struct {
+		for k, r := range []struct {
 			name string
 			list []TaskID
 		}{{"active", in.Active}, {"standby", in.Standby}, {"learner", in.Learner}} {
+			idx := make([]int, len(r.list))
+			res.roles[i][k] = idx
 			for j, id := range r.list {
-				rf := fmt.Sprintf("%s.%s[%d]", f, r.name, j)
-				if _, ok := tasks[id]; !ok {
-					return fieldErr(rf, "unknown task %q", id)
+				field := func() string { return fmt.Sprintf("instances[%d].%s[%d]", i, r.name, j) }
+				t, ok := tasks[id]
+				if !ok {
+					return nil, fieldErr(field(), "unknown task %q", id)
 				}
-				if prev, ok := roles[id]; ok {
-					if prev == r.name {
-						return fieldErr(rf, "task %q is listed twice", id)
+				if seenBy[t] == i+1 {
+					if seenAs[t] == r.name {
+						return nil, fieldErr(field(), "task %q is listed twice", id)
 					}
-					return fieldErr(rf, "task %q is also %s on instance %q: one role per instance", id, prev, in.ID)
+					return nil, fieldErr(field(), "task %q is also %s on instance %q: one role per instance", id, seenAs[t], in.ID)
 				}
-				roles[id] = r.name
+				seenBy[t], seenAs[t] = i+1, r.name
+				idx[j] = t
 				if r.name == "active" {
-					if other, ok := activeOn[id]; ok {
-						return fieldErr(rf, "task %q is also active on instance %q", id, other)
+					if other := activeOn[t]; other != 0 {
+						return nil, fieldErr(field(), "task %q is also active on instance %q", id, s.Instances[other-1].ID)
 					}
-					activeOn[id] = in.ID
+					activeOn[t] = i + 1
 				}
 			}
 		}
+		res.lags[i] = make([]taskLag, 0, len(in.Lag))
 		for id, lag := range in.Lag {
-			lf := fmt.Sprintf("%s.lag[%q]", f, id)
-			if _, ok := tasks[id]; !ok {
-				return fieldErr(lf, "unknown task %q", id)
+			if t, ok := tasks[id]; ok && lag >= 0 {
+				res.lags[i] = append(res.lags[i], taskLag{t, lag})
+				continue
 			}
-			if lag < 0 {
-				return fieldErr(lf, "must be >= 0, got %d", lag)
-			}
+			return nil, lagError(i, in.Lag, tasks)
+		}
+	}
+	return res, nil
+}
+
+// lagError names the first bad entry of a lag map in key order, so the
+// message does not depend on map iteration.
+func lagError(i int, lags map[TaskID]int64, tasks map[TaskID]int) error {
+	for _, id := range slices.Sorted(maps.Keys(lags)) {
+		field := fmt.Sprintf("instances[%d].lag[%q]", i, id)
+		if _, ok := tasks[id]; !ok {
+			return fieldErr(field, "unknown task %q", id)
+		}
+		if lags[id] < 0 {
+			return fieldErr(field, "must be >= 0, got %d", lags[id])
 		}
 	}
 	return nil

@@ -7,8 +7,7 @@ import "sort"
 // where state is; no learners. Stateful and stateless tasks are dealt
 // separately, each task to the instance furthest below its share (tasks of
 // unequal load heaviest first).
-func planEager(s State) Plan {
-	g := newGroup(s)
+func planEager(g *group) Plan {
 	n := len(g.tasks)
 	owner := make([]int, n)
 	revoked := make([]int, n)
@@ -27,7 +26,7 @@ func planEager(s State) Plan {
 			if g.live == 0 {
 				break
 			}
-			i := b.lightest(nil)
+			i := b.lightest()
 			b.place(t, i)
 			owner[t] = i
 		}

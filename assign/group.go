@@ -1,9 +1,11 @@
 package assign
 
 import (
+	"container/heap"
 	"math"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // none marks "no instance" in per-task instance indexes.
@@ -24,21 +26,32 @@ type group struct {
 	learners [][]int         // task -> instances holding it as learner
 	standbys [][]int         // task -> instances holding it as standby
 	lag      []map[int]int64 // instance -> task -> lag
+	holders  [][]int         // task -> instances with local state for it
 	leaving  []bool          // instance -> leaving
 	live     int             // number of non-leaving instances
 }
 
-func newGroup(s State) *group {
+// newGroup indexes a valid state, using what validate resolved.
+func newGroup(s State, res *resolved) *group {
 	g := &group{cfg: s.Config}
-	g.tasks = slices.Clone(s.Tasks)
-	sort.Slice(g.tasks, func(a, b int) bool { return g.tasks[a].ID < g.tasks[b].ID })
-	g.insts = slices.Clone(s.Instances)
-	sort.Slice(g.insts, func(a, b int) bool { return g.insts[a].ID < g.insts[b].ID })
-
-	tidx := make(map[TaskID]int, len(g.tasks))
-	for i, t := range g.tasks {
-		tidx[t.ID] = i
+	order := make([]int, len(s.Tasks)) // sorted rank -> input index
+	for k := range order {
+		order[k] = k
 	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(string(s.Tasks[a].ID), string(s.Tasks[b].ID)) })
+	rank := make([]int, len(s.Tasks)) // input index -> sorted rank
+	g.tasks = make([]Task, len(s.Tasks))
+	for r, k := range order {
+		rank[k] = r
+		g.tasks[r] = s.Tasks[k]
+	}
+	iorder := make([]int, len(s.Instances))
+	for k := range iorder {
+		iorder[k] = k
+	}
+	slices.SortFunc(iorder, func(a, b int) int { return strings.Compare(s.Instances[a].ID, s.Instances[b].ID) })
+	g.insts = make([]Instance, len(s.Instances))
+
 	n := len(g.tasks)
 	g.owner = make([]int, n)
 	for t := range g.owner {
@@ -46,30 +59,36 @@ func newGroup(s State) *group {
 	}
 	g.learners = make([][]int, n)
 	g.standbys = make([][]int, n)
-	g.lag = make([]map[int]int64, len(g.insts))
-	g.leaving = make([]bool, len(g.insts))
-	for i, in := range g.insts {
+	g.holders = make([][]int, n)
+	g.lag = make([]map[int]int64, len(s.Instances))
+	g.leaving = make([]bool, len(s.Instances))
+	for i, k := range iorder {
+		in := s.Instances[k]
+		g.insts[i] = in
 		g.leaving[i] = in.Leaving
 		if !in.Leaving {
 			g.live++
 		}
-		for _, id := range in.Active {
-			g.owner[tidx[id]] = i
+		roles := res.roles[k]
+		for _, t := range roles[0] {
+			g.owner[rank[t]] = i
 		}
-		for _, id := range in.Learner {
-			t := tidx[id]
-			g.learners[t] = append(g.learners[t], i)
+		for _, t := range roles[1] {
+			g.standbys[rank[t]] = append(g.standbys[rank[t]], i)
 		}
-		for _, id := range in.Standby {
-			t := tidx[id]
-			g.standbys[t] = append(g.standbys[t], i)
+		for _, t := range roles[2] {
+			g.learners[rank[t]] = append(g.learners[rank[t]], i)
 		}
-		g.lag[i] = make(map[int]int64, len(in.Lag))
-		for id, l := range in.Lag {
-			if t, ok := tidx[id]; ok && g.tasks[t].Stateful {
-				g.lag[i][t] = l
+		g.lag[i] = make(map[int]int64, len(res.lags[k]))
+		for _, tl := range res.lags[k] {
+			if t := rank[tl.task]; g.tasks[t].Stateful {
+				g.lag[i][t] = tl.lag
+				g.holders[t] = append(g.holders[t], i)
 			}
 		}
+	}
+	for t := range g.holders {
+		sort.Ints(g.holders[t]) // map order must not leak into the plan
 	}
 	return g
 }
@@ -113,6 +132,7 @@ type bucket struct {
 	on        [][]int   // instance -> tasks positioned there
 	at        []int     // task -> index in on[pos[task]]
 	outOfLine int       // non-leaving instances over the ceiling or under the floor
+	low, high *devHeap  // non-leaving instances by deviation, lowest and highest first
 }
 
 func newBucket(g *group, stateful bool) *bucket {
@@ -179,6 +199,31 @@ func newBucket(g *group, stateful bool) *bucket {
 	return b
 }
 
+// heaps returns the instances ordered by deviation, building them on first
+// use so that positioning every task first costs no heap upkeep.
+func (b *bucket) heaps() (low, high *devHeap) {
+	if b.low == nil {
+		m := len(b.g.insts)
+		b.low = &devHeap{index: make([]int, m), less: func(x, y int) bool {
+			dx, dy := b.dev(x), b.dev(y)
+			return dx < dy || (dx == dy && x < y)
+		}}
+		b.high = &devHeap{index: make([]int, m), less: func(x, y int) bool {
+			dx, dy := b.dev(x), b.dev(y)
+			return dx > dy || (dx == dy && x < y)
+		}}
+		for i := range b.g.insts {
+			if !b.g.leaving[i] {
+				b.low.Push(i)
+				b.high.Push(i)
+			}
+		}
+		heap.Init(b.low)
+		heap.Init(b.high)
+	}
+	return b.low, b.high
+}
+
 // dev is instance i's scaled deviation from its share: > 0 above, < 0 below.
 func (b *bucket) dev(i int) float64 { return b.w[i]*b.totalCap - b.share[i] }
 
@@ -228,17 +273,77 @@ func (b *bucket) adjust(i int, f func()) {
 	if b.outside(i) {
 		b.outOfLine++
 	}
+	if b.low != nil && !b.g.leaving[i] {
+		heap.Fix(b.low, b.low.index[i])
+		heap.Fix(b.high, b.high.index[i])
+	}
 }
 
-// lightest returns the non-leaving instance furthest below its share among
-// those for which ok returns true (all when ok is nil), or none.
-func (b *bucket) lightest(ok func(i int) bool) int {
+// devHeap is a heap of instance indexes under an ordering by deviation.
+type devHeap struct {
+	items []int
+	index []int // instance -> position in items
+	less  func(x, y int) bool
+}
+
+func (h *devHeap) Len() int           { return len(h.items) }
+func (h *devHeap) Less(a, c int) bool { return h.less(h.items[a], h.items[c]) }
+func (h *devHeap) Swap(a, c int) {
+	h.items[a], h.items[c] = h.items[c], h.items[a]
+	h.index[h.items[a]] = a
+	h.index[h.items[c]] = c
+}
+func (h *devHeap) Push(x any) {
+	i := x.(int)
+	h.index[i] = len(h.items)
+	h.items = append(h.items, i)
+}
+func (h *devHeap) Pop() any {
+	i := h.items[len(h.items)-1]
+	h.items = h.items[:len(h.items)-1]
+	return i
+}
+
+// top returns the first instance in heap order that ok accepts, or none.
+func (h *devHeap) top(ok func(i int) bool) int {
+	if len(h.items) > 0 && ok(h.items[0]) {
+		return h.items[0]
+	}
 	best := none
-	for i := range b.g.insts {
-		if b.g.leaving[i] || (ok != nil && !ok(i)) {
+	var skipped []int
+	for h.Len() > 0 {
+		i := heap.Pop(h).(int)
+		skipped = append(skipped, i)
+		if ok(i) {
+			best = i
+			break
+		}
+	}
+	for _, i := range skipped {
+		heap.Push(h, i)
+	}
+	return best
+}
+
+// lightest returns the non-leaving instance furthest below its share
+// (lowest index among equals), or none.
+func (b *bucket) lightest() int {
+	low, _ := b.heaps()
+	if len(low.items) == 0 {
+		return none
+	}
+	return low.items[0]
+}
+
+// lightestOf returns, among candidates that ok accepts, the non-leaving
+// instance furthest below its share, or none.
+func (b *bucket) lightestOf(candidates []int, ok func(i int) bool) int {
+	best := none
+	for _, i := range candidates {
+		if b.g.leaving[i] || !ok(i) {
 			continue
 		}
-		if best == none || b.dev(i) < b.dev(best) {
+		if best == none || b.dev(i) < b.dev(best) || (b.dev(i) == b.dev(best) && i < best) {
 			best = i
 		}
 	}
@@ -246,18 +351,10 @@ func (b *bucket) lightest(ok func(i int) bool) int {
 }
 
 // heaviest returns the non-leaving instance furthest above its share
-// among those ok accepts, or none.
+// among those with tasks that ok accepts, or none.
 func (b *bucket) heaviest(ok func(i int) bool) int {
-	best := none
-	for i := range b.g.insts {
-		if b.g.leaving[i] || b.count[i] == 0 || !ok(i) {
-			continue
-		}
-		if best == none || b.dev(i) > b.dev(best) {
-			best = i
-		}
-	}
-	return best
+	_, high := b.heaps()
+	return high.top(func(i int) bool { return b.count[i] > 0 && ok(i) })
 }
 
 // fits reports whether adding task t to i keeps i within its share.

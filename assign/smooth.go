@@ -29,7 +29,7 @@ type planner struct {
 	moveSeq   []int // task -> order in which its last move was decided (0: never)
 	forced    []bool
 	pinned    []bool   // task -> positioned at its kept learner; the balance may not move it
-	cause     []string // task -> why its position moved away from its owner
+	cause     []moveCause // task -> why its position moved away from its owner
 	seq       int
 	reasons   []Reason
 }
@@ -44,8 +44,7 @@ func (p *planner) why(kind ReasonKind, t, i int, format string, args ...any) {
 
 func (p *planner) name(i int) string { return p.g.insts[i].ID }
 
-func planIncremental(s State, policy Policy) Plan {
-	g := newGroup(s)
+func planIncremental(g *group, policy Policy) Plan {
 	n := len(g.tasks)
 	p := &planner{g: g, policy: policy, learners: policy == Smooth}
 	p.newOwner = make([]int, n)
@@ -54,7 +53,7 @@ func planIncremental(s State, policy Policy) Plan {
 	p.moveSeq = make([]int, n)
 	p.forced = make([]bool, n)
 	p.pinned = make([]bool, n)
-	p.cause = make([]string, n)
+	p.cause = make([]moveCause, n)
 	for t := range n {
 		p.newOwner[t], p.revokedBy[t], p.learner[t] = none, none, none
 	}
@@ -146,19 +145,19 @@ func (p *planner) orphans(b *bucket) {
 			continue
 		}
 		if !b.stateful || !p.learners {
-			i := b.lightest(nil)
+			i := b.lightest()
 			b.place(t, i)
 			p.why(ReasonOrphan, t, i, "orphaned; %s is furthest below its share", p.name(i))
 			continue
 		}
 		lowest := int64(noState)
-		for i := range g.insts {
+		for _, i := range g.holders[t] {
 			if !g.leaving[i] {
 				lowest = min(lowest, g.lagOf(i, t))
 			}
 		}
 		if lowest == noState {
-			i := b.lightest(nil)
+			i := b.lightest()
 			b.place(t, i)
 			p.why(ReasonOrphan, t, i, "orphaned and no live instance has state for it; %s is furthest below its share", p.name(i))
 			continue
@@ -172,10 +171,10 @@ func (p *planner) orphans(b *bucket) {
 			}
 			return false
 		}
-		i := b.lightest(wasLearner)
+		i := b.lightestOf(g.learners[t], wasLearner)
 		how := "its learner"
 		if i == none {
-			i = b.lightest(warm)
+			i = b.lightestOf(g.holders[t], warm)
 			how = "a warm copy"
 		}
 		b.place(t, i)
@@ -199,12 +198,12 @@ func (p *planner) drain(b *bucket) {
 		}
 		i := none
 		if b.stateful && p.learners {
-			i = b.lightest(func(i int) bool { return g.caughtUp(i, t) && b.fits(i, t) })
+			i = b.lightestOf(g.holders[t], func(i int) bool { return g.caughtUp(i, t) && b.fits(i, t) })
 		}
 		if i == none {
-			i = b.lightest(nil)
+			i = b.lightest()
 		}
-		p.cause[t] = fmt.Sprintf("%s is leaving", p.name(o))
+		p.cause[t] = moveCause{b: b, from: o, to: i, drained: true}
 		b.place(t, i)
 		p.forced[t] = true
 		p.seq++
@@ -221,7 +220,7 @@ func (p *planner) balance(b *bucket) {
 	}
 	stuck := make(map[int]bool) // instances with nothing that can move now
 	for !b.balanced() {
-		from, to := b.heaviest(func(i int) bool { return !stuck[i] }), b.lightest(nil)
+		from, to := b.heaviest(func(i int) bool { return !stuck[i] }), b.lightest()
 		if from == none || to == none || from == to {
 			return
 		}
@@ -231,8 +230,7 @@ func (p *planner) balance(b *bucket) {
 			continue
 		}
 		clear(stuck)
-		p.cause[t] = fmt.Sprintf("%s is above its share of %s (%s) and %s below (%s)",
-			p.name(from), b.kind(), b.describe(from), p.name(to), b.describe(to))
+		p.cause[t] = b.causeOf(from, to)
 		b.place(t, to)
 		p.seq++
 		p.moveSeq[t] = p.seq
@@ -245,6 +243,7 @@ func (p *planner) balance(b *bucket) {
 func (p *planner) pick(b *bucket, from, to int) int {
 	g := p.g
 	gap := b.dev(from) - b.dev(to)
+	toHasState := len(g.lag[to]) > 0
 	best := none
 	var bestKey [4]float64
 	for _, t := range b.on[from] {
@@ -260,10 +259,14 @@ func (p *planner) pick(b *bucket, from, to int) int {
 			key[0] = 1 // a drained task placed here this round: rather keep it
 		}
 		if b.stateful && p.learners {
-			if !g.caughtUp(to, t) {
+			lag := int64(noState)
+			if toHasState {
+				lag = g.lagOf(to, t)
+			}
+			if lag > g.cfg.AcceptableLag {
 				key[1] = 1
 			}
-			key[3] = float64(min(g.lagOf(to, t), 1<<53))
+			key[3] = float64(min(lag, 1<<53))
 		}
 		if !b.uniform {
 			d := gap - 2*wt
@@ -345,6 +348,32 @@ func (p *planner) realize(b *bucket) {
 	}
 }
 
+// moveCause records why the balance moved a task, formatted only when a
+// reason is shown.
+type moveCause struct {
+	b                  *bucket
+	from, to           int
+	drained            bool
+	fromCount, toCount int
+	fromW, toW         float64
+}
+
+func (b *bucket) causeOf(from, to int) moveCause {
+	return moveCause{b: b, from: from, to: to, fromCount: b.count[from], toCount: b.count[to], fromW: b.w[from], toW: b.w[to]}
+}
+
+func (c moveCause) String() string {
+	if c.b == nil {
+		return "a move planned in an earlier round"
+	}
+	name := func(i int) string { return c.b.g.insts[i].ID }
+	if c.drained {
+		return name(c.from) + " is leaving"
+	}
+	return fmt.Sprintf("%s is above its share of %s (%s) and %s below (%s)", name(c.from), c.b.kind(),
+		c.b.describe(c.from, c.fromCount, c.fromW), name(c.to), c.b.describe(c.to, c.toCount, c.toW))
+}
+
 // kind names the bucket's tasks.
 func (b *bucket) kind() string {
 	if b.stateful {
@@ -371,16 +400,16 @@ func lagText(l int64) string {
 	return fmt.Sprint(l)
 }
 
-// describe gives an instance's load against its share, as positioned.
-func (b *bucket) describe(i int) string {
+// describe gives an instance's load (count tasks of weight w) against its share.
+func (b *bucket) describe(i, count int, w float64) string {
 	share := 0.0
 	if b.totalCap > 0 {
 		share = b.share[i] / b.totalCap
 	}
 	if b.uniform {
-		return fmt.Sprintf("%d tasks planned, share %.2f", b.count[i], share)
+		return fmt.Sprintf("%d tasks planned, share %.2f", count, share)
 	}
-	return fmt.Sprintf("load %.2f planned, share %.2f", b.w[i], share)
+	return fmt.Sprintf("load %.2f planned, share %.2f", w, share)
 }
 
 func containsInt(s []int, v int) bool {

@@ -36,24 +36,8 @@ func placeStandbys(g *group, owner, learner, revokedBy []int, why func(ReasonKin
 			}
 		}
 	}
-	holders := make([][]int, len(g.tasks)) // task -> instances with local state
-	for i := range g.insts {
-		for t := range g.lag[i] {
-			holders[t] = append(holders[t], i)
-		}
-	}
-	h := &loadHeap{g: g, load: load}
-	for i := range g.insts {
-		if !g.leaving[i] {
-			h.items = append(h.items, i)
-		}
-	}
-	h.index = make([]int, len(g.insts))
-	for k, i := range h.items {
-		h.index[i] = k
-	}
-	heap.Init(h)
-
+	holders := g.holders
+	h := newRackHeaps(g, load)
 	lighter := func(a, b int) bool { return h.lighter(a, b) }
 	for t, task := range g.tasks {
 		if !task.Stateful {
@@ -92,16 +76,15 @@ func placeStandbys(g *group, owner, learner, revokedBy []int, why func(ReasonKin
 		taken := func(i int) bool { return excluded(i) || containsInt(kept, i) }
 
 		// The rack rule: one standby off the active's rack, where possible.
-		offRack := func(i int) bool { return true }
 		if owner[t] != none {
 			rack := g.insts[owner[t]].Rack
-			offRack = func(i int) bool { return g.insts[i].Rack != rack }
+			offRack := func(i int) bool { return g.insts[i].Rack != rack }
 			satisfied := false
 			for _, i := range kept {
 				satisfied = satisfied || offRack(i)
 			}
 			if !satisfied && want > 0 {
-				if c := bestCandidate(g, h, holders[t], t, func(i int) bool { return !taken(i) && offRack(i) }, warmer); c != none {
+				if c := bestCandidate(h, holders[t], func(i int) bool { return !taken(i) && offRack(i) }, rack, warmer); c != none {
 					if len(kept) == want {
 						h.remove(kept[len(kept)-1])
 						kept = kept[:len(kept)-1]
@@ -113,7 +96,7 @@ func placeStandbys(g *group, owner, learner, revokedBy []int, why func(ReasonKin
 			}
 		}
 		for len(kept) < want {
-			c := bestCandidate(g, h, holders[t], t, func(i int) bool { return !taken(i) }, warmer)
+			c := bestCandidate(h, holders[t], func(i int) bool { return !taken(i) }, noRack, warmer)
 			if c == none {
 				break
 			}
@@ -133,9 +116,13 @@ func standbyCause(g *group, i, t int) string {
 	return "no free instance has state for it; this one is the least loaded"
 }
 
+// noRack is a rack name no instance has (rack names are printable).
+const noRack = "\x00"
+
 // bestCandidate returns the warmest instance holding local state for t
-// that ok accepts, else the least loaded instance that ok accepts.
-func bestCandidate(g *group, h *loadHeap, holders []int, t int, ok func(int) bool, warmer func(a, b int) bool) int {
+// that ok accepts, else the least loaded instance that ok accepts and is
+// not on rack notOn.
+func bestCandidate(h *rackHeaps, holders []int, ok func(int) bool, notOn string, warmer func(a, b int) bool) int {
 	best := none
 	for _, i := range holders {
 		if ok(i) && (best == none || warmer(i, best)) {
@@ -145,7 +132,57 @@ func bestCandidate(g *group, h *loadHeap, holders []int, t int, ok func(int) boo
 	if best != none {
 		return best
 	}
-	// Pop until an acceptable instance shows, then push the others back.
+	for _, rack := range h.names {
+		if rack == notOn {
+			continue
+		}
+		if i := h.byRack[rack].top(ok); i != none && (best == none || h.lighter(i, best)) {
+			best = i
+		}
+	}
+	return best
+}
+
+// rackHeaps keeps one loadHeap per rack, sharing the load counts.
+type rackHeaps struct {
+	names  []string
+	byRack map[string]*loadHeap
+	*loadHeap
+}
+
+func newRackHeaps(g *group, load []int) *rackHeaps {
+	all := &loadHeap{g: g, load: load, index: make([]int, len(g.insts))}
+	h := &rackHeaps{byRack: map[string]*loadHeap{}, loadHeap: all}
+	for i, in := range g.insts {
+		if g.leaving[i] {
+			continue
+		}
+		r := h.byRack[in.Rack]
+		if r == nil {
+			r = &loadHeap{g: g, load: load, index: all.index}
+			h.byRack[in.Rack] = r
+			h.names = append(h.names, in.Rack)
+		}
+		all.index[i] = len(r.items)
+		r.items = append(r.items, i)
+	}
+	for _, r := range h.byRack {
+		heap.Init(r)
+	}
+	return h
+}
+
+func (h *rackHeaps) add(i int)    { h.load[i]++; h.fix(i) }
+func (h *rackHeaps) remove(i int) { h.load[i]--; h.fix(i) }
+func (h *rackHeaps) fix(i int) {
+	r := h.byRack[h.g.insts[i].Rack]
+	heap.Fix(r, h.index[i])
+}
+
+// top returns the least loaded instance ok accepts, or none. It pops the
+// ones it skips and pushes them back.
+func (h *loadHeap) top(ok func(int) bool) int {
+	best := none
 	var skipped []int
 	for h.Len() > 0 {
 		i := heap.Pop(h).(int)
@@ -194,16 +231,4 @@ func (h *loadHeap) Pop() any {
 	i := h.items[len(h.items)-1]
 	h.items = h.items[:len(h.items)-1]
 	return i
-}
-
-// remove counts one task less on instance i.
-func (h *loadHeap) remove(i int) {
-	h.load[i]--
-	heap.Fix(h, h.index[i])
-}
-
-// add counts one more task on instance i.
-func (h *loadHeap) add(i int) {
-	h.load[i]++
-	heap.Fix(h, h.index[i])
 }

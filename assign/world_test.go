@@ -19,6 +19,11 @@ type world struct {
 	disk  map[string]map[TaskID]int64 // state left by crashed instances
 	rng   *rand.Rand
 	size  map[TaskID]int64 // records a restore from zero must read
+	// restore gives the lag a learner or standby has after one round,
+	// from its lag before; drift is how far state nobody replicates falls
+	// behind in a round.
+	restore func(lag, size int64) int64
+	drift   func() int64
 }
 
 type member struct {
@@ -31,6 +36,8 @@ func newWorld(cfg Config, tasks []Task, seed uint64) *world {
 	for _, t := range tasks {
 		w.size[t.ID] = 1000 + w.rng.Int64N(20000)
 	}
+	w.restore = func(l, size int64) int64 { return max(0, l-(l/4+w.rng.Int64N(size/3+1))) }
+	w.drift = func() int64 { return w.rng.Int64N(50) }
 	return w
 }
 
@@ -104,7 +111,7 @@ func (w *world) apply(p Plan) {
 			if !ok {
 				l = w.size[t]
 			}
-			m.Lag[t] = max(0, l-(l/4+w.rng.Int64N(w.size[t]/3+1)))
+			m.Lag[t] = w.restore(l, w.size[t])
 		}
 		held := map[TaskID]bool{}
 		for _, t := range append(append(slices.Clone(ip.Active), ip.Learner...), ip.Standby...) {
@@ -112,7 +119,7 @@ func (w *world) apply(p Plan) {
 		}
 		for t := range m.Lag {
 			if !held[t] {
-				m.Lag[t] += w.rng.Int64N(50) // input keeps flowing
+				m.Lag[t] += w.drift() // input keeps flowing
 			}
 		}
 		m.Active, m.Standby, m.Learner = slices.Clone(ip.Active), slices.Clone(ip.Standby), slices.Clone(ip.Learner)
@@ -147,7 +154,11 @@ func sameSet(a, b []TaskID) bool {
 // checkBalanced verifies the stable plan's promises (spec item 10 and the
 // standby count of item 8).
 func checkBalanced(s State, p Plan) error {
-	g := newGroup(s)
+	pos, err := validate(s)
+	if err != nil {
+		return err
+	}
+	g := newGroup(s, pos)
 	byID := map[TaskID]Task{}
 	for _, t := range s.Tasks {
 		byID[t.ID] = t
