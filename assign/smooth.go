@@ -28,7 +28,7 @@ type planner struct {
 	standby   [][]int
 	moveSeq   []int // task -> order in which its last move was decided (0: never)
 	forced    []bool
-	pinned    []bool   // task -> positioned at its kept learner; the balance may not move it
+	pinned    []bool      // task -> positioned at its kept learner; the balance may not move it
 	cause     []moveCause // task -> why its position moved away from its owner
 	seq       int
 	reasons   []Reason
