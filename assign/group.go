@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -25,7 +24,7 @@ type group struct {
 	owner    []int           // task -> live instance that has it active, or none
 	learners [][]int         // task -> instances holding it as learner
 	standbys [][]int         // task -> instances holding it as standby
-	lag      []map[int]int64 // instance -> task -> lag
+	lag      [][]taskLag     // instance -> (task, lag), by task
 	holders  [][]int         // task -> instances with local state for it
 	leaving  []bool          // instance -> leaving
 	live     int             // number of non-leaving instances
@@ -60,7 +59,7 @@ func newGroup(s State, res *resolved) *group {
 	g.learners = make([][]int, n)
 	g.standbys = make([][]int, n)
 	g.holders = make([][]int, n)
-	g.lag = make([]map[int]int64, len(s.Instances))
+	g.lag = make([][]taskLag, len(s.Instances))
 	g.leaving = make([]bool, len(s.Instances))
 	for i, k := range iorder {
 		in := s.Instances[k]
@@ -79,24 +78,27 @@ func newGroup(s State, res *resolved) *group {
 		for _, t := range roles[2] {
 			g.learners[rank[t]] = append(g.learners[rank[t]], i)
 		}
-		g.lag[i] = make(map[int]int64, len(res.lags[k]))
+		lags := make([]taskLag, 0, len(res.lags[k]))
 		for _, tl := range res.lags[k] {
 			if t := rank[tl.task]; g.tasks[t].Stateful {
-				g.lag[i][t] = tl.lag
-				g.holders[t] = append(g.holders[t], i)
+				lags = append(lags, taskLag{t, tl.lag})
 			}
 		}
-	}
-	for t := range g.holders {
-		sort.Ints(g.holders[t]) // map order must not leak into the plan
+		slices.SortFunc(lags, func(a, b taskLag) int { return a.task - b.task })
+		g.lag[i] = lags
+		for _, tl := range lags {
+			g.holders[tl.task] = append(g.holders[tl.task], i)
+		}
 	}
 	return g
 }
 
 // lagOf is instance i's lag on task t, or noState.
 func (g *group) lagOf(i, t int) int64 {
-	if l, ok := g.lag[i][t]; ok {
-		return l
+	lags := g.lag[i]
+	k, ok := slices.BinarySearchFunc(lags, t, func(tl taskLag, t int) int { return tl.task - t })
+	if ok {
+		return lags[k].lag
 	}
 	return noState
 }
@@ -129,8 +131,7 @@ type bucket struct {
 	w         []float64 // instance -> positioned weight
 	count     []int     // instance -> positioned tasks
 	pos       []int     // task -> instance it is positioned on, or none
-	on        [][]int   // instance -> tasks positioned there
-	at        []int     // task -> index in on[pos[task]]
+	on        [][]int   // instance -> tasks positioned there, ascending (id order)
 	outOfLine int       // non-leaving instances over the ceiling or under the floor
 	low, high *devHeap  // non-leaving instances by deviation, lowest and highest first
 }
@@ -140,7 +141,6 @@ func newBucket(g *group, stateful bool) *bucket {
 	n, m := len(g.tasks), len(g.insts)
 	b.weight = make([]float64, n)
 	b.pos = make([]int, n)
-	b.at = make([]int, n)
 	first := math.NaN()
 	b.uniform = true
 	for t, task := range g.tasks {
@@ -243,13 +243,13 @@ func (b *bucket) outside(i int) bool {
 }
 
 // place positions task t on instance i (or removes it when i is none).
+// Lists stay in id order, so scans that stop at the first best task pick
+// the lowest id.
 func (b *bucket) place(t, i int) {
 	if p := b.pos[t]; p != none {
 		b.adjust(p, func() {
-			last := b.on[p][len(b.on[p])-1]
-			b.on[p][b.at[t]] = last
-			b.at[last] = b.at[t]
-			b.on[p] = b.on[p][:len(b.on[p])-1]
+			k, _ := slices.BinarySearch(b.on[p], t)
+			b.on[p] = slices.Delete(b.on[p], k, k+1)
 			b.w[p] -= b.weight[t]
 			b.count[p]--
 		})
@@ -257,8 +257,8 @@ func (b *bucket) place(t, i int) {
 	b.pos[t] = i
 	if i != none {
 		b.adjust(i, func() {
-			b.at[t] = len(b.on[i])
-			b.on[i] = append(b.on[i], t)
+			k, _ := slices.BinarySearch(b.on[i], t)
+			b.on[i] = slices.Insert(b.on[i], k, t)
 			b.w[i] += b.weight[t]
 			b.count[i]++
 		})

@@ -244,6 +244,12 @@ func (p *planner) pick(b *bucket, from, to int) int {
 	g := p.g
 	gap := b.dev(from) - b.dev(to)
 	toHasState := len(g.lag[to]) > 0
+	// floor is the best key any task can have here; the first task (in id
+	// order) that reaches it is the answer.
+	floor := [4]float64{}
+	if b.stateful && p.learners && !toHasState {
+		floor[1], floor[3] = 1, float64(min(int64(noState), 1<<53))
+	}
 	best := none
 	var bestKey [4]float64
 	for _, t := range b.on[from] {
@@ -275,8 +281,11 @@ func (p *planner) pick(b *bucket, from, to int) int {
 			}
 			key[2] = d
 		}
-		if best == none || less(key, bestKey) || (key == bestKey && t < best) {
+		if best == none || less(key, bestKey) {
 			best, bestKey = t, key
+			if b.uniform && key == floor {
+				break
+			}
 		}
 	}
 	return best

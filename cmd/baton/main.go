@@ -30,6 +30,7 @@ var rootCmd = &cobra.Command{
 }
 
 func main() {
+	rootCmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 	err := rootCmd.Execute()
 	if err == nil {
 		return
