@@ -21,13 +21,13 @@ type group struct {
 	tasks []Task
 	insts []Instance
 
-	owner    []int           // task -> live instance that has it active, or none
-	learners [][]int         // task -> instances holding it as learner
-	standbys [][]int         // task -> instances holding it as standby
-	lag      [][]taskLag     // instance -> (task, lag), by task
-	holders  [][]int         // task -> instances with local state for it
-	leaving  []bool          // instance -> leaving
-	live     int             // number of non-leaving instances
+	owner    []int       // task -> live instance that has it active, or none
+	learners [][]int     // task -> instances holding it as learner
+	standbys [][]int     // task -> instances holding it as standby
+	lag      [][]taskLag // instance -> (task, lag), by task
+	holders  [][]int     // task -> instances with local state for it
+	leaving  []bool      // instance -> leaving
+	live     int         // number of non-leaving instances
 }
 
 // newGroup indexes a valid state, using what validate resolved.
