@@ -158,6 +158,14 @@ type engine struct {
 	}
 	probingGen int
 
+	mark    [3][]int // applyRound's task sets, by stamp
+	stamp   int
+	buckets struct {
+		done                      bool
+		n                         [2]int
+		loadSum, loadMax, loadMin [2]float64
+	}
+
 	unavailable int
 	learners    int
 	offBalance  int
@@ -773,7 +781,8 @@ func (e *engine) state() (assign.State, []*instState) {
 			continue
 		}
 		members = append(members, in)
-		ai := assign.Instance{ID: in.spec.ID, Capacity: in.spec.Capacity, Rack: in.spec.Rack, Leaving: in.leaving, Lag: map[assign.TaskID]int64{}}
+		ai := assign.Instance{ID: in.spec.ID, Capacity: in.spec.Capacity, Rack: in.spec.Rack, Leaving: in.leaving,
+			Lag: make(map[assign.TaskID]int64, len(in.copies))}
 		for ti, c := range in.copies {
 			t := e.tasks[ti]
 			var lag float64
@@ -803,9 +812,11 @@ func (e *engine) state() (assign.State, []*instState) {
 			s.Instances[k].Active = append(s.Instances[k].Active, t.spec.ID)
 		}
 	}
+	// Active lists are in task order already; the others come from a
+	// map. assign does not depend on the order, but the input should not
+	// vary from run to run either.
 	for k := range s.Instances {
 		ai := &s.Instances[k]
-		slices.Sort(ai.Active)
 		slices.Sort(ai.Standby)
 		slices.Sort(ai.Learner)
 	}

@@ -70,32 +70,37 @@ func (e *engine) applyRound() {
 		}
 		return ""
 	}
-	resolve := func(ids []assign.TaskID) (map[int]bool, bool) {
-		set := make(map[int]bool, len(ids))
+	// Sets of task indexes, as stamps: mark[role][ti] == stamp means ti is
+	// in the set of the member being looked at. No map per member.
+	if len(e.mark[0]) != len(e.tasks) {
+		for i := range e.mark {
+			e.mark[i] = make([]int, len(e.tasks))
+		}
+	}
+	resolve := func(which int, ids []assign.TaskID) bool {
 		for _, id := range ids {
 			ti, ok := e.taskIx[id]
 			if !ok {
 				e.fail(fmt.Errorf("sim: %s: rebalance #%d: plan names unknown task %q", e.sc.Name, r.n, id))
-				return nil, false
+				return false
 			}
-			set[ti] = true
+			e.mark[which][ti] = e.stamp
 		}
-		return set, true
+		return true
 	}
 	var nRevoked, nAssigned, nLearners, nStandbys int
 	// First everything members give up, so that additions see the tasks
 	// free.
 	for k, m := range members {
 		p := plans[k]
-		act, ok1 := resolve(p.Active)
-		sb, ok2 := resolve(p.Standby)
-		ln, ok3 := resolve(p.Learner)
-		if !ok1 || !ok2 || !ok3 {
+		e.stamp++
+		if !resolve(0, p.Active) || !resolve(1, p.Standby) || !resolve(2, p.Learner) {
 			return
 		}
+		act := func(ti int) bool { return e.mark[0][ti] == e.stamp }
 		for _, id := range st.Instances[k].Active {
 			ti := e.taskIx[id]
-			if act[ti] {
+			if act(ti) {
 				continue
 			}
 			nRevoked++
@@ -104,8 +109,8 @@ func (e *engine) applyRound() {
 		}
 		for ti, c := range m.copies {
 			switch {
-			case c.role == roleStandby && !sb[ti], c.role == roleLearner && !ln[ti]:
-				if c.role == roleLearner && !act[ti] {
+			case c.role == roleStandby && e.mark[1][ti] != e.stamp, c.role == roleLearner && e.mark[2][ti] != e.stamp:
+				if c.role == roleLearner && !act(ti) {
 					id := e.tasks[ti].spec.ID
 					e.detail("drop", fmt.Sprintf("%s drops learner %s%s", m.spec.ID, id, explain(assign.ReasonDropLearner, id, m.spec.ID)))
 				}
@@ -238,17 +243,20 @@ func (e *engine) activate(m *instState, t *taskState, ti int, why string) {
 // non-leaving member's share, stateful and stateless separately (the
 // balance of spec/assign.md item 10).
 func (e *engine) recomputeBalance() {
-	totalCap := 0
-	var n [2]int
-	var loadSum, loadMax [2]float64
-	var loadMin = [2]float64{math.Inf(1), math.Inf(1)}
-	for _, t := range e.tasks {
-		b := bucket(t)
-		n[b]++
-		loadSum[b] += t.spec.Load
-		loadMax[b] = math.Max(loadMax[b], t.spec.Load)
-		loadMin[b] = math.Min(loadMin[b], t.spec.Load)
+	if !e.buckets.done {
+		bk := &e.buckets
+		bk.loadMin = [2]float64{math.Inf(1), math.Inf(1)}
+		for _, t := range e.tasks {
+			b := bucket(t)
+			bk.n[b]++
+			bk.loadSum[b] += t.spec.Load
+			bk.loadMax[b] = math.Max(bk.loadMax[b], t.spec.Load)
+			bk.loadMin[b] = math.Min(bk.loadMin[b], t.spec.Load)
+		}
+		bk.done = true
 	}
+	n, loadSum, loadMax, loadMin := e.buckets.n, e.buckets.loadSum, e.buckets.loadMax, e.buckets.loadMin
+	totalCap := 0
 	for _, in := range e.insts {
 		if in.inGroup && in.running && !in.leaving {
 			totalCap += in.spec.Capacity
