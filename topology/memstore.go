@@ -1,0 +1,50 @@
+package topology
+
+import (
+	"bytes"
+	"slices"
+)
+
+// MemStore is a Store in memory, for unit tests of processors. It copies
+// keys and values in and out, so tests see what a processor really stored.
+// The zero value is an empty store. It is not safe for concurrent use.
+type MemStore struct {
+	m map[string][]byte
+}
+
+// Get returns a copy of key's value.
+func (s *MemStore) Get(key []byte) ([]byte, bool, error) {
+	v, ok := s.m[string(key)]
+	return bytes.Clone(v), ok, nil
+}
+
+// Put stores a copy of value under key.
+func (s *MemStore) Put(key, value []byte) error {
+	if s.m == nil {
+		s.m = map[string][]byte{}
+	}
+	if value == nil {
+		value = []byte{} // keep "present" distinct from missing
+	}
+	s.m[string(key)] = bytes.Clone(value)
+	return nil
+}
+
+// Delete removes key; deleting a missing key is not an error.
+func (s *MemStore) Delete(key []byte) error {
+	delete(s.m, string(key))
+	return nil
+}
+
+// Len returns the number of keys.
+func (s *MemStore) Len() int { return len(s.m) }
+
+// Keys returns the keys in ascending byte order.
+func (s *MemStore) Keys() []string {
+	keys := make([]string, 0, len(s.m))
+	for k := range s.m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
