@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/baton-streams/baton/assign"
@@ -64,6 +63,7 @@ type taskState struct {
 	revokedBy  []int // instances that gave it up in a move (for thrash)
 	procSince  time.Duration
 	activeCopy *copyState // the owner's copy, if stateful
+	chasers    []int      // instances restoring a copy of it
 }
 
 func (t *taskState) end(now time.Duration) float64 {
@@ -73,7 +73,9 @@ func (t *taskState) end(now time.Duration) float64 {
 	return t.endBase
 }
 
-func (t *taskState) setProcessing(now time.Duration, on bool) {
+// setProcessingAt toggles processing at now; callers go through
+// engine.setProcessing, which keeps the copies chasing the task in step.
+func (t *taskState) setProcessingAt(now time.Duration, on bool) {
 	t.endBase = t.end(now)
 	t.endAt = now
 	t.processing = on
@@ -91,6 +93,14 @@ type instState struct {
 	noticeAt  time.Duration // crashed: when the group expels it
 	copies    map[int]*copyState
 	restoring map[int]*copyState // copies with a role that are not following
+	// Restore progress is lazy: the copies in restoring hold their
+	// position as of syncedAt, and progress at a constant share until
+	// the next sync. nextAt caches the first crossing; dirty asks to
+	// compute it again.
+	syncedAt time.Duration
+	nextAt   time.Duration
+	dirty    bool
+	nRestAct int // restoring copies that are active
 	nActive   [2]int             // actives held: [stateless, stateful]
 	loadHeld  [2]float64
 }
@@ -219,7 +229,7 @@ func newEngine(sc *Scenario, pol Policy, opt Options) (*engine, error) {
 				c.role = roleActive
 				t.activeCopy = c
 			}
-			t.setProcessing(0, true)
+			t.setProcessingAt(0, true)
 		}
 		for _, id := range is.Standby {
 			ti := e.taskIx[id]
@@ -332,138 +342,6 @@ func (e *engine) quiet() bool {
 	return e.now >= e.firstEvent
 }
 
-// shares returns the restore rate each restoring copy of in receives: an
-// instance restores its active tasks first, then shares its rate among
-// standbys and learners.
-func shareOf(in *instState) (activeShare, otherShare float64) {
-	if !in.running || len(in.restoring) == 0 {
-		return 0, 0
-	}
-	na := 0
-	for _, c := range in.restoring {
-		if c.role == roleActive {
-			na++
-		}
-	}
-	if na > 0 {
-		return in.spec.Restore / float64(na), 0
-	}
-	return 0, in.spec.Restore / float64(len(in.restoring))
-}
-
-func (e *engine) threshold(c *copyState) float64 {
-	if c.role == roleLearner && !c.signalled {
-		return float64(e.sc.Config.AcceptableLag)
-	}
-	return 0
-}
-
-const eps = 1e-6
-
-func (e *engine) nextCrossing() (time.Duration, bool) {
-	best, found := time.Duration(math.MaxInt64), false
-	for _, in := range e.insts {
-		if len(in.restoring) == 0 || !in.running {
-			continue
-		}
-		as, os := shareOf(in)
-		for _, c := range in.restoring {
-			share := os
-			if c.role == roleActive {
-				share = as
-			}
-			t := e.tasks[c.task]
-			net := share
-			if t.processing {
-				net -= t.spec.Rate
-			}
-			if net <= 0 {
-				continue
-			}
-			lag := t.end(e.now) - c.pos
-			dist := lag - e.threshold(c)
-			var at time.Duration
-			if dist <= eps {
-				at = e.now
-			} else {
-				secs := dist / net
-				if secs > 1e7 {
-					continue
-				}
-				// Round up to the millisecond so timelines stay readable.
-				at = e.now + time.Duration(math.Ceil(secs*1000))*time.Millisecond
-			}
-			if at < best {
-				best, found = at, true
-			}
-		}
-	}
-	return best, found
-}
-
-// advance moves the clock to t: copies restore, unavailability accrues.
-func (e *engine) advance(t time.Duration) {
-	if t < e.now {
-		t = e.now
-	}
-	dt := (t - e.now).Seconds()
-	if dt > 0 {
-		for _, in := range e.insts {
-			if len(in.restoring) == 0 || !in.running {
-				continue
-			}
-			as, os := shareOf(in)
-			for _, c := range in.restoring {
-				share := os
-				if c.role == roleActive {
-					share = as
-				}
-				c.pos += share * dt
-				if end := e.tasks[c.task].end(t); c.pos > end {
-					c.pos = end
-				}
-			}
-		}
-		e.res.UnavailableTaskSeconds += float64(e.unavailable) * dt
-	}
-	e.now = t
-}
-
-// crossings handles every copy that reached its threshold: a learner is
-// ready, a copy is caught up, a restoring active starts processing.
-func (e *engine) crossings() {
-	for _, in := range e.insts {
-		if len(in.restoring) == 0 || !in.running {
-			continue
-		}
-		var hit []*copyState
-		for _, c := range in.restoring {
-			lag := e.tasks[c.task].end(e.now) - c.pos
-			if lag <= e.threshold(c)+eps {
-				hit = append(hit, c)
-			}
-		}
-		sort.Slice(hit, func(a, b int) bool { return hit[a].task < hit[b].task })
-		for _, c := range hit {
-			t := e.tasks[c.task]
-			if c.role == roleLearner && !c.signalled {
-				e.signalReady(in, c)
-				if t.end(e.now)-c.pos > eps {
-					continue
-				}
-			}
-			c.following = true
-			c.pos = t.end(e.now)
-			delete(in.restoring, c.task)
-			if c.role == roleActive && !t.processing {
-				t.setProcessing(e.now, true)
-				e.setUnavailable(-1)
-				e.detail("restored", fmt.Sprintf("%s active %s restored, processing", in.spec.ID, t.spec.ID))
-			}
-		}
-	}
-}
-
 func (e *engine) signalReady(in *instState, c *copyState) {
 	c.signalled = true
 	t := e.tasks[c.task]
@@ -512,6 +390,7 @@ func (e *engine) handle(ev event) {
 	case evReturn:
 		in := e.insts[ev.arg]
 		in.running, in.inGroup = true, true
+		in.syncedAt = e.now
 		e.note(e.now, "return", fmt.Sprintf("%s back with %d task states on disk", in.spec.ID, len(in.copies)))
 		e.trigger(in.spec.ID+" returned", true)
 	case evProbing:
@@ -572,7 +451,9 @@ func (e *engine) scenarioEvent(ev Event) {
 		e.trigger(in.spec.ID+" capacity changed", true)
 	case EventSlow:
 		e.note(e.now, "slow", fmt.Sprintf("%s restore rate %g/s -> %g/s", in.spec.ID, in.spec.Restore, ev.Restore))
+		e.sync(in)
 		in.spec.Restore = ev.Restore
+		in.dirty = true
 	}
 }
 
@@ -580,7 +461,7 @@ func (e *engine) scenarioEvent(ev Event) {
 // back) and the input processed since the last commit; a clean stop
 // commits and keeps its state on disk.
 func (e *engine) stopInstance(in *instState, crash bool) {
-	in.running = false
+	e.sync(in)
 	for ti := range e.tasks {
 		t := e.tasks[ti]
 		if t.owner != in.idx {
@@ -598,6 +479,7 @@ func (e *engine) stopInstance(in *instState, crash bool) {
 	for _, c := range in.copies {
 		e.setRole(in, c, roleNone)
 	}
+	in.running = false
 	if crash {
 		clear(in.copies)
 	}
@@ -608,7 +490,7 @@ func (e *engine) stopInstance(in *instState, crash bool) {
 // on disk. revoked: the plan moved it (rather than its owner stopping).
 func (e *engine) dropActive(in *instState, t *taskState, revoked bool) {
 	if t.processing {
-		t.setProcessing(e.now, false)
+		e.setProcessing(t, false)
 		e.setUnavailable(1)
 	}
 	t.suspended = false
@@ -629,11 +511,16 @@ func (e *engine) dropActive(in *instState, t *taskState, revoked bool) {
 // setRole changes what a copy is for, keeping the learner count and the
 // set of restoring copies right.
 func (e *engine) setRole(in *instState, c *copyState, r role) {
+	e.sync(in)
 	if c.role == roleLearner {
 		e.learners--
 	}
 	if r == roleLearner {
 		e.learners++
+	}
+	if _, ok := in.restoring[c.task]; ok && (c.role == roleActive) != (r == roleActive) {
+		// the copy changes class: leave and enter again below
+		e.stopRestoring(in, c)
 	}
 	if r != roleLearner {
 		c.signalled = false
@@ -644,11 +531,13 @@ func (e *engine) setRole(in *instState, c *copyState, r role) {
 			c.pos = e.tasks[c.task].end(e.now)
 			c.following = false
 		}
-		delete(in.restoring, c.task)
+		e.stopRestoring(in, c)
 		return
 	}
 	if !c.following && in.running {
-		in.restoring[c.task] = c
+		e.startRestoring(in, c)
+	} else {
+		e.stopRestoring(in, c)
 	}
 }
 
@@ -754,7 +643,7 @@ func (e *engine) pauseWorld() {
 	n := 0
 	for _, t := range e.tasks {
 		if t.processing && t.owner >= 0 {
-			t.setProcessing(e.now, false)
+			e.setProcessing(t, false)
 			t.suspended = true
 			n++
 		}
@@ -781,6 +670,7 @@ func (e *engine) state() (assign.State, []*instState) {
 			continue
 		}
 		members = append(members, in)
+		e.sync(in)
 		ai := assign.Instance{ID: in.spec.ID, Capacity: in.spec.Capacity, Rack: in.spec.Rack, Leaving: in.leaving,
 			Lag: make(map[assign.TaskID]int64, len(in.copies))}
 		for ti, c := range in.copies {

@@ -127,7 +127,7 @@ func (e *engine) applyRound() {
 				if t.suspended {
 					t.suspended = false
 					if t.activeCopy == nil || t.activeCopy.following {
-						t.setProcessing(e.now, true)
+						e.setProcessing(t, true)
 						e.setUnavailable(-1)
 					}
 				}
@@ -150,6 +150,7 @@ func (e *engine) applyRound() {
 				if !t.spec.Stateful {
 					continue // reported by the checks; nothing to restore
 				}
+				e.sync(m)
 				c := e.copyOf(m, ti)
 				if c.role == list.role {
 					continue
@@ -214,11 +215,12 @@ func (e *engine) activate(m *instState, t *taskState, ti int, why string) {
 	}
 	t.lastOwner = m.idx
 	if !t.spec.Stateful {
-		t.setProcessing(e.now, true)
+		e.setProcessing(t, true)
 		e.setUnavailable(-1)
 		e.detail("active", fmt.Sprintf("%s runs %s%s", m.spec.ID, t.spec.ID, why))
 		return
 	}
+	e.sync(m)
 	c := e.copyOf(m, ti)
 	lag := t.end(e.now) - c.pos
 	if c.following {
@@ -229,8 +231,8 @@ func (e *engine) activate(m *instState, t *taskState, ti int, why string) {
 	if lag <= eps {
 		c.following = true
 		c.pos = t.end(e.now)
-		delete(m.restoring, ti)
-		t.setProcessing(e.now, true)
+		e.stopRestoring(m, c)
+		e.setProcessing(t, true)
 		e.setUnavailable(-1)
 		e.detail("active", fmt.Sprintf("%s runs %s, caught up%s", m.spec.ID, t.spec.ID, why))
 		return
