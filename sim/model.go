@@ -100,9 +100,9 @@ type instState struct {
 	syncedAt time.Duration
 	nextAt   time.Duration
 	dirty    bool
-	nRestAct int // restoring copies that are active
-	nActive   [2]int             // actives held: [stateless, stateful]
-	loadHeld  [2]float64
+	nRestAct int    // restoring copies that are active
+	nActive  [2]int // actives held: [stateless, stateful]
+	loadHeld [2]float64
 }
 
 type eventKind uint8
