@@ -1,0 +1,71 @@
+// Package topology describes what a baton application computes: a graph of
+// sources, processors, stores and sinks, split into subtopologies that the
+// runtime runs as tasks. It is pure: no Kafka, no goroutines, no I/O, no
+// clock. The runtime (package baton) consumes it through Topology,
+// Subtopology, Processor, Context and Store; users build topologies with
+// the Processor API (Builder) or the typed DSL (FromTopic and friends).
+//
+// # Building
+//
+// A Builder collects nodes and stores; Build checks the graph and splits it
+// into subtopologies, the connected components of parent links and store
+// connections. Topics are the only links between subtopologies: a topic
+// written by one and read by another is a boundary (a repartition topic,
+// or any user topic). IDs run 0..n-1 along the flow of data, ties broken
+// by the order nodes were added, so the same code gives the same IDs and
+// task ids on every instance. Every mistake Build finds is reported at
+// once, each wrapping ErrInvalid: unknown or repeated parents, duplicate
+// names, cycles (in the node graph, a subtopology reading what it writes,
+// or subtopologies feeding each other through topics), stores connected to
+// nothing, invalid app ids and topic names (Kafka's rules), repartition
+// topics not both written and read.
+//
+// The builder cannot know partition counts. The runtime must check, with
+// Subtopology.CheckPartitions, that the sources of each subtopology have
+// the same count (they are co-partitioned), and create each repartition
+// topic with the count of the subtopology writing it.
+//
+// The DSL (Stream, Grouped, Table) builds the same kind of graph with typed
+// values between nodes: records are decoded once at a source and encoded
+// once at a sink (To, or the repartition of GroupBy/GroupByKey), with a
+// Codec. GroupBy always repartitions; GroupByKey only if the key may have
+// changed since the source (Map, FlatMap). Aggregations (Count, Aggregate,
+// Reduce) keep one value per encoded key in a store and emit every update.
+//
+// # Lifecycle and threading
+//
+// For each task "<subtopology>_<partition>" it runs, the runtime calls
+// Subtopology.NewProcessor once, then Process for each record of the
+// task's partitions, in offset order per partition, from one goroutine at
+// a time; a Processor is never shared between tasks, so it may keep
+// per-task fields without locks. NewProcessor itself may be called from
+// any goroutine. When a task moves away, the runtime drops its Processor;
+// when it comes back, it makes a new one (state lives in stores, not in
+// processors). The Topology is immutable once built.
+//
+// During Process the processor may use ctx: Store for the task's stores
+// (which the runtime restores from their changelog topics before the first
+// record) and Send for output. If Process returns an error the runtime
+// stops the task: the record is not committed. Errors from the package's
+// own nodes are *ProcessError values naming the task, the input record's
+// topic, partition and offset, and the node; a record whose key or value
+// does not decode gives one wrapping ErrDecode, never a panic.
+//
+// # Ownership of byte slices
+//
+//   - Record.Key and Record.Value belong to the runtime and are valid only
+//     until Process returns: the runtime may reuse their buffers. Copy what
+//     you keep (DSL codecs do: String and Bytes copy).
+//   - Store.Put and Store.Delete, and Context.Send, do not retain their
+//     arguments after they return: the implementation copies what it
+//     keeps, so callers may reuse their slices.
+//   - A value returned by Store.Get is valid until the next Put or Delete
+//     on that store and must not be modified.
+//
+// # Partitioning
+//
+// Partition is Kafka's default partitioner for keyed records (murmur2), so
+// records baton sends land where a Java or kcat producer would put them,
+// and a topic produced by any of them can be read as already partitioned
+// by key.
+package topology

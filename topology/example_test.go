@@ -1,0 +1,126 @@
+package topology_test
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/baton-streams/baton/topology"
+)
+
+// A wordcount built with the DSL, then run by hand the way the runtime
+// does: one Processor per task, a Context giving it its stores and
+// collecting what it sends. Every topic has one partition here, so a
+// record sent to a topic goes to task "<reader>_0".
+func Example() {
+	b := topology.NewBuilder("wc")
+	lines := topology.FromTopic(b, "lines", topology.Bytes, topology.String)
+	words := topology.FlatMapValues(lines, strings.Fields)
+	byWord := topology.GroupBy(words, func(_ []byte, w string) string { return w }, topology.String, "words")
+	topology.Count(byWord, "counts").ToStream().To("counts")
+	topo, err := b.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Print(topo)
+
+	// A one-partition runtime in a few lines.
+	readers := map[string]topology.Subtopology{}
+	for _, s := range topo.Subtopologies() {
+		for _, t := range s.Sources {
+			readers[t] = s
+		}
+	}
+	ctx := &oneContext{stores: map[string]*topology.MemStore{}}
+	tasks := map[string]topology.Processor{}
+	queue := []topology.Record{
+		{Topic: "lines", Value: []byte("the cat and the hat")},
+		{Topic: "lines", Value: []byte("the end")},
+	}
+	for len(queue) > 0 {
+		rec := queue[0]
+		queue = queue[1:]
+		s := readers[rec.Topic]
+		id := s.TaskID(0)
+		if tasks[id] == nil {
+			tasks[id] = s.NewProcessor(id, 0)
+			for _, spec := range s.Stores {
+				ctx.stores[spec.Name] = &topology.MemStore{}
+			}
+		}
+		ctx.task, ctx.sent = id, nil
+		if err := tasks[id].Process(ctx, rec); err != nil {
+			fmt.Println(err)
+			return
+		}
+		for _, r := range ctx.sent {
+			if _, ok := readers[r.Topic]; ok {
+				queue = append(queue, r)
+			} else {
+				fmt.Printf("%s: %s=%s\n", r.Topic, r.Key, r.Value)
+			}
+		}
+	}
+	// Output:
+	// topology "wc": 2 subtopologies
+	// subtopology 0 (stateless)
+	//   reads:  lines
+	//   writes: wc-words-repartition (repartition)
+	//   source    fromTopic#1 ([]uint8, string) [lines] -> flatMapValues#2
+	//   processor flatMapValues#2 ([]uint8, string) -> groupBy#3
+	//   processor groupBy#3 (string, string) -> toRepartition#4
+	//   sink      toRepartition#4 (string, string) [wc-words-repartition]
+	// subtopology 1 (stateful)
+	//   reads:  wc-words-repartition (repartition)
+	//   writes: counts
+	//   store:  counts (changelog wc-counts-changelog)
+	//   source    fromRepartition#5 (string, string) [wc-words-repartition] -> count#6
+	//   processor count#6 (string, int64) stores [counts] -> to#7
+	//   sink      to#7 (string, int64) [counts]
+	// counts: the=1
+	// counts: cat=1
+	// counts: and=1
+	// counts: the=2
+	// counts: hat=1
+	// counts: the=3
+	// counts: end=1
+}
+
+// oneContext is the Context of the example's one-partition runtime.
+type oneContext struct {
+	task   string
+	stores map[string]*topology.MemStore
+	sent   []topology.Record
+}
+
+func (c *oneContext) TaskID() string   { return c.task }
+func (c *oneContext) Partition() int32 { return 0 }
+
+func (c *oneContext) Store(name string) topology.Store {
+	if s, ok := c.stores[name]; ok {
+		return s
+	}
+	return nil
+}
+
+func (c *oneContext) Send(topic string, key, value []byte) error {
+	// Send must not keep the caller's slices: copy them.
+	c.sent = append(c.sent, topology.Record{Topic: topic, Key: bytes.Clone(key), Value: bytes.Clone(value)})
+	return nil
+}
+
+// The wordcount that `baton run wordcount` runs.
+func ExampleWordCount() {
+	topo, err := topology.WordCount("wc", "lines", "counts")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, s := range topo.Subtopologies() {
+		fmt.Println(s.ID, s.Sources, s.Sinks, s.Stores, s.Stateful())
+	}
+	// Output:
+	// 0 [lines] [wc-words-repartition] [] false
+	// 1 [wc-words-repartition] [counts] [{counts wc-counts-changelog}] true
+}
