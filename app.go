@@ -1,0 +1,376 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/member"
+	"github.com/baton-streams/baton/protocol"
+	"github.com/baton-streams/baton/state"
+	"github.com/baton-streams/baton/topology"
+)
+
+// Errors returned by Run.
+var (
+	ErrBrokers = errors.New("baton: brokers unreachable")
+	ErrRunning = errors.New("baton: App.Run called twice")
+)
+
+// App runs one instance of a topology: one consumer-group member whose
+// workers run the tasks the group's leader assigns it.
+type App struct {
+	cfg  config
+	top  *topology.Topology
+	log  *slog.Logger
+	subs map[int]topology.Subtopology
+	// bySource maps an input topic to the subtopology reading it.
+	bySource map[string]int
+	// byChangelog maps a changelog topic to its store (subtopology, name).
+	byChangelog map[string]storeRef
+
+	group   *kgo.Client // group member, producer, committer
+	restore *kgo.Client // changelog reader for standbys, learners, restores
+	admin   *kadm.Client
+	unlock  func() error
+	metrics *metrics
+
+	// mu guards tasks and the restore bookkeeping. The run loop holds it
+	// while it changes them; rebalance callbacks take it. It is never held
+	// while blocked on a poll.
+	mu    sync.Mutex
+	tasks map[string]*task
+	// topicParts caches partition counts of topics records are sent to.
+	topicParts map[string]int32
+	diskLag    map[string]int64 // task -> lag of state on disk (not open)
+
+	assignment atomic.Pointer[protocol.Assignment]
+	wake       chan struct{} // a new assignment arrived
+	snapshot   atomic.Pointer[subSnapshot]
+	leaving    atomic.Bool
+	leaveNow   chan struct{}
+	ledGen     atomic.Int32
+	lastPlan   atomic.Pointer[PlanStatus]
+	fatal      chan error
+	running    atomic.Bool
+	rejoin     atomic.Bool // a learner became ready: rejoin after this iteration
+	workers    []*worker
+}
+
+type storeRef struct {
+	sub  int
+	name string
+}
+
+// subSnapshot is what Subscription reports; the loop replaces it whenever
+// roles or lags change, so the group goroutine never waits for a lock.
+type subSnapshot struct {
+	standby, learner []string
+	lags             map[string]int64
+}
+
+// New checks the options and prepares an App. Nothing is contacted until
+// Run.
+func New(top *topology.Topology, opts ...Option) (*App, error) {
+	cfg := defaults()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if top == nil {
+		return nil, fmt.Errorf("%w: topology: nil", ErrConfig)
+	}
+	if cfg.appID == "" {
+		cfg.appID = top.AppID()
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, top: top, log: cfg.logger.With("instance", cfg.instanceID),
+		subs: map[int]topology.Subtopology{}, bySource: map[string]int{}, byChangelog: map[string]storeRef{},
+		tasks: map[string]*task{}, topicParts: map[string]int32{}, diskLag: map[string]int64{},
+		wake: make(chan struct{}, 1), leaveNow: make(chan struct{}), fatal: make(chan error, 1)}
+	stateful := false
+	for _, s := range top.Subtopologies() {
+		a.subs[s.ID] = s
+		for _, t := range s.Sources {
+			if other, dup := a.bySource[t]; dup {
+				return nil, fmt.Errorf("%w: topic %q is read by subtopologies %d and %d", ErrConfig, t, other, s.ID)
+			}
+			a.bySource[t] = s.ID
+		}
+		for _, st := range s.Stores {
+			a.byChangelog[st.Changelog] = storeRef{sub: s.ID, name: st.Name}
+			stateful = true
+		}
+	}
+	if stateful && cfg.stateDir == "" && !cfg.memoryState {
+		return nil, fmt.Errorf("%w: state dir: required for a stateful topology", ErrConfig)
+	}
+	a.metrics = newMetrics(cfg.registerer, cfg.appID, cfg.instanceID)
+	a.snapshot.Store(&subSnapshot{lags: map[string]int64{}})
+	return a, nil
+}
+
+// InstanceID returns the instance's id.
+func (a *App) InstanceID() string { return a.cfg.instanceID }
+
+// Leave makes a draining App leave at once, without waiting for its tasks
+// to move (the second SIGTERM).
+func (a *App) Leave() {
+	select {
+	case <-a.leaveNow:
+	default:
+		close(a.leaveNow)
+	}
+}
+
+func (a *App) emit(e Event) {
+	if a.cfg.listener == nil {
+		return
+	}
+	if e.Time.IsZero() {
+		e.Time = time.Now()
+	}
+	e.Instance = a.cfg.instanceID
+	a.cfg.listener(e)
+}
+
+func (a *App) fail(err error) {
+	select {
+	case a.fatal <- err:
+	default:
+	}
+}
+
+// Run joins the group and processes until ctx is done, then drains: the
+// instance marks itself leaving, waits (up to the drain timeout, or until
+// Leave) for its active tasks to move to warm copies, commits, leaves the
+// group and returns nil. It returns an error if the brokers cannot be
+// reached within 10 s, if the state directory is locked, or if processing
+// fails. Run may be called once.
+func (a *App) Run(ctx context.Context) (err error) {
+	if !a.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	if err := a.open(); err != nil {
+		return err
+	}
+	defer a.close()
+	if err := a.prepareTopics(ctx); err != nil {
+		return err
+	}
+	a.startWorkers()
+	defer a.stopWorkers()
+	a.group.AddConsumeTopics(a.sourceTopics()...)
+	a.refreshLags(ctx)
+	return a.loop(ctx)
+}
+
+func (a *App) open() error {
+	if !a.cfg.memoryState && a.cfg.stateDir != "" {
+		if err := os.MkdirAll(a.cfg.stateDir, 0o755); err != nil {
+			return fmt.Errorf("baton: state dir %s: %w", a.cfg.stateDir, err)
+		}
+		unlock, err := state.LockDir(a.cfg.stateDir)
+		if err != nil {
+			return err
+		}
+		a.unlock = unlock
+	}
+	bal := member.NewBalancer(member.Config{
+		Subtopologies: a.memberSubtopologies(),
+		Assign:        assign.Config{Standbys: a.cfg.standbys, MaxLearners: a.cfg.maxLearners, AcceptableLag: a.cfg.acceptableLag},
+		Policy:        a.cfg.policy,
+		Self:          (*self)(a),
+		Logger:        a.log,
+	})
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(a.cfg.brokers...),
+		kgo.ConsumerGroup(a.cfg.appID),
+		kgo.Balancers(bal),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.DisableAutoCommit(),
+		kgo.HeartbeatInterval(a.cfg.heartbeat),
+		kgo.SessionTimeout(a.cfg.session),
+		kgo.RebalanceTimeout(30 * time.Second),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(100 * time.Millisecond),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(0),
+		kgo.OnPartitionsAssigned(a.onAssigned),
+		kgo.OnPartitionsRevoked(a.onRevoked),
+		kgo.OnPartitionsLost(a.onLost),
+	}, a.cfg.kgoOpts...)
+	group, err := kgo.NewClient(opts...)
+	if err != nil {
+		a.releaseLock()
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	restore, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(a.cfg.brokers...),
+		kgo.FetchMaxWait(50 * time.Millisecond),
+	}, a.cfg.kgoOpts...)...)
+	if err != nil {
+		group.Close()
+		a.releaseLock()
+		return fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	a.group, a.restore, a.admin = group, restore, kadm.NewClient(group)
+	return nil
+}
+
+func (a *App) releaseLock() {
+	if a.unlock != nil {
+		if err := a.unlock(); err != nil {
+			a.log.Warn("releasing the state dir lock", "err", err)
+		}
+		a.unlock = nil
+	}
+}
+
+func (a *App) close() {
+	a.mu.Lock()
+	for _, t := range a.tasks {
+		a.closeTaskLocked(t)
+	}
+	a.mu.Unlock()
+	a.restore.Close()
+	a.group.Close()
+	a.releaseLock()
+}
+
+func (a *App) memberSubtopologies() []member.Subtopology {
+	var out []member.Subtopology
+	for _, s := range a.top.Subtopologies() {
+		out = append(out, member.Subtopology{ID: s.ID, Sources: s.Sources, Stateful: s.Stateful()})
+	}
+	return out
+}
+
+func (a *App) sourceTopics() []string {
+	var out []string
+	for t := range a.bySource {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// prepareTopics waits for the brokers (10 s), learns partition counts and
+// creates internal topics that are missing: repartition topics with the
+// partitions of the subtopology that writes them, changelogs (compacted)
+// with the partitions of their subtopology's sources.
+func (a *App) prepareTopics(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var details kadm.TopicDetails
+	var err error
+	for {
+		details, err = a.admin.ListTopics(cctx)
+		if err == nil {
+			break
+		}
+		select {
+		case <-cctx.Done():
+			return fmt.Errorf("%w: %s: %v", ErrBrokers, joinComma(a.cfg.brokers), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	parts := func(t string) int32 {
+		if d, ok := details[t]; ok && d.Err == nil {
+			return int32(len(d.Partitions))
+		}
+		return 0
+	}
+	create := func(topic string, n int32, configs map[string]*string) error {
+		if parts(topic) > 0 || n <= 0 {
+			return nil
+		}
+		resp, err := a.admin.CreateTopic(cctx, n, -1, configs, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("baton: creating topic %s: %w", topic, err)
+		}
+		a.log.Info("created topic", "topic", topic, "partitions", n)
+		details[topic] = kadm.TopicDetail{Topic: topic, Partitions: make(kadm.PartitionDetails, n)}
+		for p := range n {
+			details[topic].Partitions[p] = kadm.PartitionDetail{Topic: topic, Partition: p}
+		}
+		return nil
+	}
+	compacted := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+	// Subtopologies in id order: a repartition topic is written by an
+	// earlier subtopology than the one reading it.
+	for _, s := range a.top.Subtopologies() {
+		n := int32(0)
+		for _, src := range s.Sources {
+			if p := parts(src); p > 0 && (n == 0 || p < n) {
+				n = p
+			}
+		}
+		if n == 0 {
+			a.log.Warn("input topic missing or empty; the subtopology waits for it", "subtopology", s.ID, "topics", s.Sources)
+		}
+		for _, st := range s.Stores {
+			if err := create(st.Changelog, n, compacted); err != nil {
+				return err
+			}
+		}
+		for _, sink := range s.Sinks {
+			if slices.Contains(s.Repartition, sink) {
+				if err := create(sink, n, nil); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	a.mu.Lock()
+	for t, d := range details {
+		a.topicParts[t] = int32(len(d.Partitions))
+	}
+	a.mu.Unlock()
+	return nil
+}
+
+func joinComma(s []string) string { return strings.Join(s, ",") }
+
+// partitionsOf returns the partition count of topic, asking the cluster
+// when it is not known yet (a sink created by someone else).
+func (a *App) partitionsOf(topic string) (int32, error) {
+	a.mu.Lock()
+	n, ok := a.topicParts[topic]
+	a.mu.Unlock()
+	if ok && n > 0 {
+		return n, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, err := a.admin.ListTopics(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("baton: metadata of topic %s: %w", topic, err)
+	}
+	td, ok := d[topic]
+	if !ok || td.Err != nil || len(td.Partitions) == 0 {
+		return 0, fmt.Errorf("baton: topic %s does not exist; create it before sending to it", topic)
+	}
+	n = int32(len(td.Partitions))
+	a.mu.Lock()
+	a.topicParts[topic] = n
+	a.mu.Unlock()
+	return n, nil
+}

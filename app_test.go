@@ -1,0 +1,222 @@
+package baton
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton/cluster"
+	"github.com/baton-streams/baton/topology"
+)
+
+// harness is one embedded cluster with a wordcount application on it.
+type harness struct {
+	t       *testing.T
+	brokers []string
+	appID   string
+	input   string
+	output  string
+	words   map[string]int64 // occurrences produced so far
+	mu      sync.Mutex
+	events  []Event
+	prod    *kgo.Client
+	rng     *rand.Rand
+}
+
+func newHarness(t *testing.T, partitions int32) *harness {
+	t.Helper()
+	c, err := cluster.Start("127.0.0.1:0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	h := &harness{t: t, brokers: c.Addrs(), appID: "wc", input: "lines", output: "counts", words: map[string]int64{},
+		rng: rand.New(rand.NewPCG(1, 2))}
+	adm, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(adm.Close)
+	if _, err := kadm.NewClient(adm).CreateTopic(context.Background(), partitions, 1, nil, h.input); err != nil {
+		t.Fatal(err)
+	}
+	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+	if _, err := kadm.NewClient(adm).CreateTopic(context.Background(), partitions, 1, compact, h.output); err != nil {
+		t.Fatal(err)
+	}
+	h.prod, err = kgo.NewClient(kgo.SeedBrokers(h.brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.prod.Close)
+	return h
+}
+
+// produce writes n lines of random words and remembers the counts.
+func (h *harness) produce(n int) {
+	h.t.Helper()
+	vocab := []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu"}
+	var recs []*kgo.Record
+	for i := range n {
+		var line []string
+		for range 1 + h.rng.IntN(5) {
+			w := vocab[h.rng.IntN(len(vocab))]
+			line = append(line, w)
+			h.words[w]++
+		}
+		recs = append(recs, &kgo.Record{Topic: h.input, Key: []byte(strconv.Itoa(i)), Value: []byte(strings.Join(line, " "))})
+	}
+	if err := h.prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) listener(e Event) {
+	h.mu.Lock()
+	h.events = append(h.events, e)
+	h.mu.Unlock()
+}
+
+func (h *harness) eventsOf(kind EventKind) []Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []Event
+	for _, e := range h.events {
+		if e.Kind == kind {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+type running struct {
+	app    *App
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (h *harness) start(id string, opts ...Option) *running {
+	h.t.Helper()
+	top, err := topology.WordCount(h.appID, h.input, h.output)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if testing.Verbose() {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	all := append([]Option{WithBrokers(h.brokers...), WithAppID(h.appID), WithInstanceID(id),
+		WithStateDir(h.t.TempDir()), WithSessionTimeout(2 * time.Second), WithHeartbeatInterval(100 * time.Millisecond),
+		WithAcceptableLag(10), WithLogger(logger), WithListener(h.listener)}, opts...)
+	app, err := New(top, all...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{app: app, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- app.Run(ctx) }()
+	h.t.Cleanup(func() {
+		cancel()
+		app.Leave()
+		select {
+		case <-r.done:
+		case <-time.After(30 * time.Second):
+			h.t.Errorf("instance %s did not stop", id)
+		}
+	})
+	return r
+}
+
+// stop drains an instance and waits for Run to return.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("instance %s: %v", r.app.InstanceID(), err)
+		}
+		r.done <- nil
+	case <-time.After(70 * time.Second):
+		t.Fatalf("instance %s did not drain in time", r.app.InstanceID())
+	}
+}
+
+// counts reads the output topic (read_committed) and returns the last value
+// per word.
+func (h *harness) counts() map[string]int64 {
+	h.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.ConsumeTopics(h.output),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(context.Background(), h.output)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	out := map[string]int64{}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for len(want) > 0 {
+		f := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			h.t.Fatalf("reading output: %v", ctx.Err())
+		}
+		f.EachRecord(func(r *kgo.Record) {
+			n, _ := strconv.ParseInt(string(r.Value), 10, 64)
+			out[string(r.Key)] = n
+			if r.Offset+1 >= want[r.Partition] {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return out
+}
+
+// waitExact waits until the output holds exactly the produced counts.
+func (h *harness) waitExact(timeout time.Duration) {
+	h.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var got map[string]int64
+	for time.Now().Before(deadline) {
+		got = h.counts()
+		if fmt.Sprint(got) == fmt.Sprint(h.words) {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	h.t.Fatalf("counts never matched:\nwant %v\ngot  %v", h.words, got)
+}
+
+func TestWordCountTwoInstances(t *testing.T) {
+	h := newHarness(t, 4)
+	h.produce(500)
+	a := h.start("a")
+	b := h.start("b")
+	h.waitExact(60 * time.Second)
+	h.produce(300)
+	h.waitExact(30 * time.Second)
+	a.stop(t)
+	h.produce(200)
+	h.waitExact(30 * time.Second)
+	b.stop(t)
+}

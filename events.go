@@ -1,0 +1,96 @@
+package baton
+
+import (
+	"time"
+)
+
+// EventKind classifies an Event.
+type EventKind string
+
+// The events an App reports to its Listener.
+const (
+	// EventRebalance: a rebalance round ended for this instance.
+	EventRebalance EventKind = "rebalance"
+	// EventAssigned: a task became active here (Detail says if it was warm).
+	EventAssigned EventKind = "assigned"
+	// EventRevoked: an active task was committed and given up.
+	EventRevoked EventKind = "revoked"
+	// EventLearner: a learner started restoring here.
+	EventLearner EventKind = "learner"
+	// EventStandby: a standby started replicating here.
+	EventStandby EventKind = "standby"
+	// EventLearnerReady: a learner caught up; the instance rejoins.
+	EventLearnerReady EventKind = "learner-ready"
+	// EventRestored: an active task finished restoring and runs.
+	EventRestored EventKind = "restored"
+	// EventFirstRecord: the first record a newly active task processed.
+	EventFirstRecord EventKind = "first-record"
+	// EventLastRecord: the last record a task processed before its revoke.
+	EventLastRecord EventKind = "last-record"
+	// EventProgress: periodic restore progress of a learner or standby.
+	EventProgress EventKind = "progress"
+	// EventLeaving: the instance asked to leave and is draining.
+	EventLeaving EventKind = "leaving"
+	// EventLeader: this instance computed a plan as group leader.
+	EventLeader EventKind = "leader"
+)
+
+// Event is one thing that happened in an App.
+type Event struct {
+	Time       time.Time
+	Kind       EventKind
+	Instance   string
+	Task       string
+	Generation int32
+	// Lag is records behind the changelog end (learner, standby, restore).
+	Lag int64
+	// Replayed is the records an active task restored after it became
+	// active (EventRestored): work on the critical path.
+	Replayed int64
+	// Record is the input record's timestamp for first/last-record events.
+	Record time.Time
+	Detail string
+}
+
+// Listener receives events; it must not block.
+type Listener func(Event)
+
+// Status is a snapshot of an instance, as served on /status.
+type Status struct {
+	AppID      string       `json:"app_id"`
+	Instance   string       `json:"instance"`
+	Generation int32        `json:"generation"`
+	Leader     bool         `json:"leader"`
+	Workers    int          `json:"workers"`
+	Leaving    bool         `json:"leaving"`
+	Tasks      []TaskStatus `json:"tasks"`
+	// Plan is the last plan this instance computed as leader, if any.
+	Plan *PlanStatus `json:"plan,omitempty"`
+}
+
+// TaskStatus is one task's line in Status.
+type TaskStatus struct {
+	ID        string `json:"id"`
+	Role      string `json:"role"`
+	Lag       int64  `json:"lag"`
+	Processed int64  `json:"processed"`
+}
+
+// PlanStatus is the leader's last plan with its explanation.
+type PlanStatus struct {
+	Generation int32                       `json:"generation"`
+	Instances  []PlanInstance              `json:"instances"`
+	Reasons    []string                    `json:"reasons"`
+	Followup   bool                        `json:"followup"`
+	Lags       map[string]map[string]int64 `json:"lags"`
+}
+
+// PlanInstance is one instance in a PlanStatus.
+type PlanInstance struct {
+	ID      string   `json:"id"`
+	Leaving bool     `json:"leaving"`
+	Active  []string `json:"active"`
+	Standby []string `json:"standby"`
+	Learner []string `json:"learner"`
+	Revoked []string `json:"revoked"`
+}

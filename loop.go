@@ -1,0 +1,863 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/member"
+	"github.com/baton-streams/baton/protocol"
+	"github.com/baton-streams/baton/state"
+)
+
+// loop is the App's control thread: it reconciles standbys and learners
+// with the latest assignment, feeds changelog records to restoring stores,
+// polls input and hands it to the workers, commits, and drains on exit.
+func (a *App) loop(ctx context.Context) error {
+	var drainStart time.Time
+	lastCommit, lastLags := time.Now(), time.Now()
+	backlog := map[string][]*kgo.Record{}
+	for {
+		select {
+		case err := <-a.fatal:
+			return a.abort(err)
+		default:
+		}
+		if ctx.Err() != nil && !a.leaving.Load() {
+			drainStart = time.Now()
+			a.startLeaving()
+		}
+		if a.leaving.Load() {
+			left := a.activeCount()
+			timedOut := time.Since(drainStart) > a.cfg.drainTimeout
+			forced := false
+			select {
+			case <-a.leaveNow:
+				forced = true
+			default:
+			}
+			if left == 0 || timedOut || forced || a.nobodyToTakeOver() {
+				if left > 0 {
+					a.log.Warn("leaving before every task moved", "active", left, "timed_out", timedOut)
+				}
+				return a.leave()
+			}
+		}
+		a.reconcile()
+		a.restoreStep()
+
+		pctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		fetches := a.group.PollRecords(pctx, 5000)
+		cancel()
+		if fetches.IsClientClosed() {
+			return errors.New("baton: client closed")
+		}
+		fetches.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				a.log.Warn("fetch error", "topic", topic, "partition", p, "err", err)
+			}
+		})
+		if err := a.dispatch(fetches, backlog); err != nil {
+			a.group.AllowRebalance()
+			return a.abort(err)
+		}
+		if time.Since(lastCommit) >= a.cfg.commitInterval {
+			lastCommit = time.Now()
+			a.mu.Lock()
+			err := a.commitLocked(a.activeTasksLocked())
+			a.mu.Unlock()
+			if err != nil {
+				a.log.Warn("commit failed; retrying at the next interval", "err", err)
+			}
+		}
+		a.group.AllowRebalance()
+		if time.Since(lastLags) >= time.Second {
+			lastLags = time.Now()
+			a.refreshLags(context.Background())
+		}
+		if a.rejoin.Swap(false) {
+			a.log.Info("learner ready: rejoining the group")
+			a.group.ForceRebalance()
+		}
+	}
+}
+
+// abort stops after an error without committing anything more.
+func (a *App) abort(err error) error {
+	a.mu.Lock()
+	for _, t := range a.tasks {
+		a.closeTaskLocked(t)
+		delete(a.tasks, t.id)
+	}
+	a.mu.Unlock()
+	a.log.Error("stopping", "err", err)
+	return err
+}
+
+func (a *App) startLeaving() {
+	a.leaving.Store(true)
+	a.publishSnapshot()
+	a.log.Info("draining: asking the group to move this instance's tasks", "timeout", a.cfg.drainTimeout)
+	a.emit(Event{Kind: EventLeaving})
+	a.group.ForceRebalance()
+}
+
+// leave commits everything and leaves the group.
+func (a *App) leave() error {
+	a.mu.Lock()
+	err := a.commitLocked(a.activeTasksLocked())
+	a.mu.Unlock()
+	if err != nil {
+		a.log.Warn("final commit", "err", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.group.LeaveGroupContext(ctx); err != nil {
+		a.log.Warn("leaving the group", "err", err)
+	}
+	a.log.Info("left the group")
+	return nil
+}
+
+// nobodyToTakeOver reports whether this instance led the current
+// generation and every instance in its plan is leaving: no task can move.
+func (a *App) nobodyToTakeOver() bool {
+	_, gen := a.group.GroupMetadata()
+	p := a.lastPlan.Load()
+	if p == nil || p.Generation != gen || a.ledGen.Load() != gen {
+		return false
+	}
+	for _, in := range p.Instances {
+		if !in.Leaving {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *App) activeCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.activeTasksLocked())
+}
+
+func (a *App) activeTasksLocked() []*task {
+	var out []*task
+	for _, t := range a.tasks {
+		if t.role == roleActive {
+			out = append(out, t)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+// dispatch hands each active task its records on its worker and waits.
+// Records of a task still restoring wait in the backlog.
+func (a *App) dispatch(fetches kgo.Fetches, backlog map[string][]*kgo.Record) error {
+	a.mu.Lock()
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		if len(p.Records) == 0 {
+			return
+		}
+		sub, ok := a.bySource[p.Topic]
+		if !ok {
+			return
+		}
+		id := member.TaskID(sub, p.Partition)
+		backlog[id] = append(backlog[id], p.Records...)
+	})
+	per := make([][]batch, len(a.workers))
+	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
+	for id, recs := range backlog {
+		t, ok := a.tasks[id]
+		if !ok || t.role != roleActive {
+			delete(backlog, id) // revoked: the next owner reads them again
+			continue
+		}
+		if !t.restored {
+			continue
+		}
+		delete(backlog, id)
+		wg.Add(1)
+		per[t.worker] = append(per[t.worker], batch{t: t, recs: recs, done: &wg, err: &failed})
+	}
+	a.mu.Unlock()
+	for w, bs := range per {
+		if len(bs) > 0 {
+			a.workers[w].in <- bs
+		}
+	}
+	wg.Wait()
+	if e := failed.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// commitLocked makes the processed work of tasks durable, in order: wait
+// for every produced record (changelog, repartition, output) to be
+// acknowledged, apply each store's pending writes with the acknowledged
+// changelog offset, then commit the input offsets.
+func (a *App) commitLocked(tasks []*task) error {
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	dirty := false
+	for _, t := range tasks {
+		for topic, eo := range t.offsets {
+			if offsets[topic] == nil {
+				offsets[topic] = map[int32]kgo.EpochOffset{}
+			}
+			offsets[topic][t.part] = eo
+		}
+		for _, s := range t.stores {
+			dirty = dirty || len(s.pending) > 0
+		}
+	}
+	if len(offsets) == 0 && !dirty {
+		return nil
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.group.Flush(ctx); err != nil {
+		return fmt.Errorf("baton: flushing produced records: %w", err)
+	}
+	select {
+	case err := <-a.fatal:
+		a.fail(err) // keep it for the loop
+		return err
+	default:
+	}
+	for _, t := range tasks {
+		for _, s := range t.stores {
+			if len(s.pending) == 0 {
+				continue
+			}
+			b := &state.Batch{}
+			for k, w := range s.pending {
+				if w.value == nil {
+					b.Delete([]byte(k))
+				} else {
+					b.Put([]byte(k), w.value)
+				}
+			}
+			cp := s.acked.Load()
+			if err := s.st.Apply(b, cp); err != nil {
+				return fmt.Errorf("baton: task %s store %s: applying at changelog offset %d: %w", t.id, s.name, cp, err)
+			}
+			s.checkpoint, s.end = cp, max(s.end, cp)
+			clear(s.pending)
+		}
+	}
+	if len(offsets) == 0 {
+		return nil
+	}
+	var commitErr error
+	a.group.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err != nil {
+			commitErr = err
+			return
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				if e := kerr.ErrorForCode(p.ErrorCode); e != nil {
+					commitErr = fmt.Errorf("committing %s[%d]: %w", t.Topic, p.Partition, e)
+				}
+			}
+		}
+	})
+	a.metrics.commitSeconds.Observe(time.Since(start).Seconds())
+	return commitErr
+}
+
+// reconcile opens and closes standbys and learners to match the latest
+// assignment. Actives come and go through the rebalance callbacks.
+func (a *App) reconcile() {
+	select {
+	case <-a.wake:
+	default:
+		return
+	}
+	asg := a.assignment.Load()
+	if asg == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	want := map[string]string{}
+	for _, id := range asg.Standby {
+		want[id] = roleStandby
+	}
+	for _, id := range asg.Learner {
+		want[id] = roleLearner
+	}
+	for id, t := range a.tasks {
+		if t.role == roleActive {
+			continue
+		}
+		role, keep := want[id]
+		switch {
+		case keep:
+			if t.role != role {
+				t.role, t.ready = role, false
+			}
+		case slices.Contains(asg.Active, id):
+			// About to be promoted by the assigned callback: keep it warm.
+		case t.role == roleLearner && t.ready && asg.Followup:
+			// Its task was revoked for it this round and is assigned in the
+			// follow-up: keep replicating the owner's last writes.
+		default:
+			a.stopRestoringLocked(t)
+			a.closeTaskLocked(t)
+			delete(a.tasks, id)
+		}
+	}
+	for _, id := range sortedKeys(want) {
+		if _, ok := a.tasks[id]; ok {
+			continue
+		}
+		t, err := a.newTaskLocked(id, want[id])
+		if err != nil {
+			a.log.Warn("cannot start task", "task", id, "role", want[id], "err", err)
+			continue
+		}
+		a.tasks[id] = t
+		a.startRestoringLocked(t)
+		kind := EventStandby
+		if t.role == roleLearner {
+			kind = EventLearner
+		}
+		a.emit(Event{Kind: kind, Task: id, Lag: t.lag.Load()})
+		a.log.Info("warming a copy", "task", id, "role", t.role, "lag", t.lag.Load())
+	}
+	a.publishSnapshotLocked()
+}
+
+// newTaskLocked opens a task's stores and reads their checkpoints.
+func (a *App) newTaskLocked(id, role string) (*task, error) {
+	subID, part, ok := member.ParseTaskID(id)
+	sub, known := a.subs[subID]
+	if !ok || !known {
+		return nil, fmt.Errorf("baton: unknown task %q", id)
+	}
+	t := &task{id: id, sub: sub, part: part, role: role, stores: map[string]*taskStore{}, offsets: map[string]kgo.EpochOffset{}}
+	for _, spec := range sub.Stores {
+		var st state.Store
+		var err error
+		if a.cfg.memoryState {
+			st = state.NewMemory(spec.Name)
+		} else {
+			st, err = state.OpenOrWipe(a.cfg.stateDir, id, spec.Name, a.log)
+			if err != nil {
+				a.closeTaskLocked(t)
+				return nil, err
+			}
+		}
+		s := &taskStore{name: spec.Name, changelog: spec.Changelog, st: st, pending: map[string]pendingWrite{}}
+		cp, has, err := st.Checkpoint()
+		if err != nil {
+			st.Close()
+			a.closeTaskLocked(t)
+			return nil, fmt.Errorf("baton: task %s store %s: reading checkpoint: %w", id, spec.Name, err)
+		}
+		if has {
+			s.checkpoint = cp
+		}
+		s.acked.Store(s.checkpoint)
+		t.stores[spec.Name] = s
+	}
+	a.updateEndsLocked(t)
+	delete(a.diskLag, id)
+	return t, nil
+}
+
+// updateEndsLocked learns the changelog end offsets of a task's stores.
+func (a *App) updateEndsLocked(t *task) {
+	if !t.stateful() {
+		return
+	}
+	topics := make([]string, 0, len(t.stores))
+	for _, s := range t.stores {
+		topics = append(topics, s.changelog)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ends, err := a.admin.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		a.log.Warn("listing changelog end offsets", "task", t.id, "err", err)
+		return
+	}
+	for _, s := range t.stores {
+		if o, ok := ends.Lookup(s.changelog, t.part); ok && o.Err == nil {
+			s.end = max(s.end, o.Offset)
+			if s.checkpoint > s.end {
+				// The changelog was recreated or truncated: start over.
+				a.log.Warn("local state is ahead of its changelog; wiping it", "task", t.id, "store", s.name, "checkpoint", s.checkpoint, "end", s.end)
+				if err := s.st.Wipe(); err != nil {
+					a.log.Warn("wiping store", "task", t.id, "err", err)
+				}
+				s.checkpoint = 0
+				s.acked.Store(0)
+			}
+		}
+	}
+	t.lag.Store(taskLag(t))
+}
+
+func taskLag(t *task) int64 {
+	var l int64
+	for _, s := range t.stores {
+		l = max(l, s.lag())
+	}
+	return l
+}
+
+// startRestoringLocked makes the restore client read a task's changelogs
+// from its stores' checkpoints.
+func (a *App) startRestoringLocked(t *task) {
+	parts := map[string]map[int32]kgo.Offset{}
+	for _, s := range t.stores {
+		parts[s.changelog] = map[int32]kgo.Offset{t.part: kgo.NewOffset().At(s.checkpoint)}
+	}
+	if len(parts) > 0 {
+		a.restore.AddConsumePartitions(parts)
+	}
+}
+
+func (a *App) stopRestoringLocked(t *task) {
+	parts := map[string][]int32{}
+	for _, s := range t.stores {
+		parts[s.changelog] = []int32{t.part}
+	}
+	if len(parts) > 0 {
+		a.restore.RemoveConsumePartitions(parts)
+	}
+}
+
+func (a *App) closeTaskLocked(t *task) {
+	for name, s := range t.stores {
+		if err := s.st.Close(); err != nil {
+			a.log.Warn("closing store", "task", t.id, "store", name, "err", err)
+		}
+		if !a.cfg.memoryState {
+			a.diskLag[t.id] = max(a.diskLag[t.id], s.lag())
+		}
+	}
+	t.stores = map[string]*taskStore{}
+}
+
+// restoreStep reads changelog records into the stores of standbys,
+// learners and restoring actives.
+func (a *App) restoreStep() {
+	a.mu.Lock()
+	restoring := 0
+	for _, t := range a.tasks {
+		if t.stateful() && (t.role != roleActive || !t.restored) {
+			restoring++
+		}
+	}
+	a.mu.Unlock()
+	if restoring == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	fetches := a.restore.PollRecords(ctx, 20000)
+	cancel()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		ref, ok := a.byChangelog[p.Topic]
+		if !ok {
+			return
+		}
+		t, ok := a.tasks[member.TaskID(ref.sub, p.Partition)]
+		if !ok || (t.role == roleActive && t.restored) {
+			return
+		}
+		s := t.stores[ref.name]
+		if s == nil {
+			return
+		}
+		s.end = max(s.end, p.HighWatermark)
+		b := &state.Batch{}
+		next := s.checkpoint
+		for _, r := range p.Records {
+			if r.Offset < s.checkpoint {
+				continue
+			}
+			if r.Value == nil {
+				b.Delete(r.Key)
+			} else {
+				b.Put(r.Key, r.Value)
+			}
+			next = r.Offset + 1
+		}
+		if next == s.checkpoint {
+			return
+		}
+		if err := s.st.Apply(b, next); err != nil {
+			a.fail(fmt.Errorf("baton: task %s store %s: restoring to offset %d: %w", t.id, s.name, next, err))
+			return
+		}
+		n := next - s.checkpoint
+		s.checkpoint = next
+		s.acked.Store(next)
+		a.metrics.restored.WithLabelValues(t.id).Add(float64(n))
+		if t.role == roleActive {
+			t.replayed += n
+		}
+	})
+	a.progressLocked()
+}
+
+// progressLocked updates lags and acts on them: a restored active starts,
+// a caught-up learner asks for a rebalance.
+func (a *App) progressLocked() {
+	changed := false
+	for _, t := range a.tasks {
+		if !t.stateful() {
+			continue
+		}
+		lag := taskLag(t)
+		t.lag.Store(lag)
+		a.metrics.lag.WithLabelValues(t.id, t.role).Set(float64(lag))
+		switch {
+		case t.role == roleActive && !t.restored && lag == 0:
+			t.restored = true
+			a.stopRestoringLocked(t)
+			a.group.ResumeFetchPartitions(a.sourcePartitions(t))
+			a.log.Info("restored; processing", "task", t.id, "replayed", t.replayed, "took", time.Since(t.assignedAt).Round(time.Millisecond))
+			a.emit(Event{Kind: EventRestored, Task: t.id, Replayed: t.replayed})
+			a.metrics.replayed.Add(float64(t.replayed))
+			changed = true
+		case t.role == roleLearner && !t.ready && lag <= a.cfg.acceptableLag:
+			t.ready = true
+			a.rejoin.Store(true)
+			a.log.Info("learner ready", "task", t.id, "lag", lag)
+			a.emit(Event{Kind: EventLearnerReady, Task: t.id, Lag: lag})
+			changed = true
+		}
+	}
+	if changed {
+		a.publishSnapshotLocked()
+	}
+}
+
+func (a *App) sourcePartitions(t *task) map[string][]int32 {
+	out := map[string][]int32{}
+	for _, s := range t.sub.Sources {
+		out[s] = []int32{t.part}
+	}
+	return out
+}
+
+// refreshLags reads changelog end offsets for every task with local state
+// (open or on disk) and republishes the lags the subscription reports.
+func (a *App) refreshLags(ctx context.Context) {
+	a.mu.Lock()
+	var topics []string
+	for c := range a.byChangelog {
+		topics = append(topics, c)
+	}
+	a.mu.Unlock()
+	if len(topics) == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ends, err := a.admin.ListEndOffsets(cctx, topics...)
+	if err != nil {
+		return
+	}
+	var local map[string]map[string]int64
+	if !a.cfg.memoryState {
+		local, _ = state.ListLocal(a.cfg.stateDir)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, t := range a.tasks {
+		for _, s := range t.stores {
+			if o, ok := ends.Lookup(s.changelog, t.part); ok && o.Err == nil && !(t.role == roleActive && t.restored) {
+				s.end = max(s.end, o.Offset)
+			}
+		}
+	}
+	clear(a.diskLag)
+	for id, stores := range local {
+		if _, open := a.tasks[id]; open {
+			continue
+		}
+		sub, part, ok := member.ParseTaskID(id)
+		if _, known := a.subs[sub]; !ok || !known {
+			continue
+		}
+		lag := int64(0)
+		for _, spec := range a.subs[sub].Stores {
+			cp, has := stores[spec.Name]
+			o, ok := ends.Lookup(spec.Changelog, part)
+			if !has || !ok || o.Err != nil {
+				lag = -1
+				break
+			}
+			lag = max(lag, o.Offset-cp)
+		}
+		if lag >= 0 {
+			a.diskLag[id] = lag
+		}
+	}
+	a.progressLocked()
+	a.publishSnapshotLocked()
+}
+
+// publishSnapshot replaces what Subscription reports.
+func (a *App) publishSnapshot() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.publishSnapshotLocked()
+}
+
+func (a *App) publishSnapshotLocked() {
+	snap := &subSnapshot{lags: map[string]int64{}}
+	for id, l := range a.diskLag {
+		snap.lags[id] = max(l, 0)
+	}
+	for _, t := range a.tasks {
+		if t.stateful() {
+			snap.lags[t.id] = t.lag.Load()
+		}
+		switch t.role {
+		case roleStandby:
+			snap.standby = append(snap.standby, t.id)
+		case roleLearner:
+			snap.learner = append(snap.learner, t.id)
+		}
+	}
+	a.snapshot.Store(snap)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// self is the App as the balancer sees it.
+type self App
+
+func (s *self) Subscription(owned map[string][]int32) protocol.Subscription {
+	a := (*App)(s)
+	snap := a.snapshot.Load()
+	sub := protocol.Subscription{InstanceID: a.cfg.instanceID, Endpoint: a.cfg.endpoint, Rack: a.cfg.rack,
+		Capacity: int32(a.cfg.workers), Leaving: a.leaving.Load(), Lags: map[string]int64{}}
+	// A task is active when every source partition of it is owned.
+	count := map[string]int{}
+	for topic, parts := range owned {
+		sid, ok := a.bySource[topic]
+		if !ok {
+			continue
+		}
+		for _, p := range parts {
+			count[member.TaskID(sid, p)]++
+		}
+	}
+	active := map[string]bool{}
+	for id, n := range count {
+		sid, _, _ := member.ParseTaskID(id)
+		if n == len(a.subs[sid].Sources) {
+			sub.Active = append(sub.Active, id)
+			active[id] = true
+		}
+	}
+	for _, id := range snap.standby {
+		if !active[id] {
+			sub.Standby = append(sub.Standby, id)
+		}
+	}
+	for _, id := range snap.learner {
+		if !active[id] {
+			sub.Learner = append(sub.Learner, id)
+		}
+	}
+	for id, l := range snap.lags {
+		sub.Lags[id] = l
+	}
+	return sub
+}
+
+func (s *self) Assigned(asg protocol.Assignment) {
+	a := (*App)(s)
+	a.assignment.Store(&asg)
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+	_, gen := a.group.GroupMetadata()
+	a.metrics.rebalances.Inc()
+	a.emit(Event{Kind: EventRebalance, Generation: gen + 1,
+		Detail: fmt.Sprintf("active=%v standby=%v learner=%v revoked=%v", asg.Active, asg.Standby, asg.Learner, asg.Revoked)})
+}
+
+func (s *self) Led(generation int32, st assign.State, plan assign.Plan) {
+	a := (*App)(s)
+	a.ledGen.Store(generation)
+	ps := &PlanStatus{Generation: generation, Followup: plan.Followup, Lags: map[string]map[string]int64{}}
+	leaving := map[string]bool{}
+	for _, in := range st.Instances {
+		leaving[in.ID] = in.Leaving
+		lags := map[string]int64{}
+		for id, l := range in.Lag {
+			lags[string(id)] = l
+		}
+		ps.Lags[member.InstanceOf(in.ID)] = lags
+	}
+	for _, ip := range plan.Instances {
+		ps.Instances = append(ps.Instances, PlanInstance{ID: member.InstanceOf(ip.ID), Leaving: leaving[ip.ID],
+			Active: strs(ip.Active), Standby: strs(ip.Standby), Learner: strs(ip.Learner), Revoked: strs(ip.Revoked)})
+	}
+	for _, r := range plan.Reasons {
+		ps.Reasons = append(ps.Reasons, fmt.Sprintf("%s %s on %s: %s", r.Kind, r.Task, member.InstanceOf(r.Instance), r.Why))
+	}
+	a.lastPlan.Store(ps)
+	moved, learners := 0, 0
+	for _, ip := range plan.Instances {
+		moved += len(ip.Revoked)
+		learners += len(ip.Learner)
+	}
+	a.log.Info("rebalance planned as leader", "generation", generation, "instances", len(plan.Instances), "revoked", moved, "learners", learners, "followup", plan.Followup)
+	a.emit(Event{Kind: EventLeader, Generation: generation, Detail: fmt.Sprintf("revoked=%d learners=%d followup=%v", moved, learners, plan.Followup)})
+}
+
+func strs(ids []assign.TaskID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = string(id)
+	}
+	return out
+}
+
+// onAssigned starts the tasks whose partitions this member now owns.
+func (a *App) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ids := map[string]bool{}
+	for topic, parts := range assigned {
+		if sid, ok := a.bySource[topic]; ok {
+			for _, p := range parts {
+				ids[member.TaskID(sid, p)] = true
+			}
+		}
+	}
+	for _, id := range sortedKeys(ids) {
+		t, warm := a.tasks[id]
+		if warm && t.role == roleActive {
+			continue
+		}
+		if warm {
+			a.stopRestoringLocked(t)
+			t.role = roleActive
+			a.updateEndsLocked(t)
+		} else {
+			var err error
+			if t, err = a.newTaskLocked(id, roleActive); err != nil {
+				a.fail(err)
+				return
+			}
+			a.tasks[id] = t
+		}
+		t.assignedAt, t.first, t.replayed = time.Now(), false, 0
+		t.worker = a.pinWorkerLocked()
+		t.proc = t.sub.NewProcessor(id, t.part)
+		t.ctx = &taskContext{a: a, t: t}
+		lag := taskLag(t)
+		t.restored = !t.stateful() || lag == 0
+		if !t.restored {
+			a.group.PauseFetchPartitions(a.sourcePartitions(t))
+			a.startRestoringLocked(t)
+		}
+		how := "cold"
+		switch {
+		case !t.stateful():
+			how = "stateless"
+		case warm && lag <= a.cfg.acceptableLag:
+			how = "warm"
+		case lag == 0:
+			how = "caught up"
+		}
+		a.log.Info("task assigned", "task", id, "state", how, "lag", lag)
+		a.emit(Event{Kind: EventAssigned, Task: id, Lag: lag, Detail: how})
+	}
+	a.publishSnapshotLocked()
+}
+
+// onRevoked commits the tasks this member gives up, then closes them.
+func (a *App) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var gone []*task
+	for topic, parts := range revoked {
+		sid, ok := a.bySource[topic]
+		if !ok {
+			continue
+		}
+		for _, p := range parts {
+			if t, ok := a.tasks[member.TaskID(sid, p)]; ok && t.role == roleActive && !slices.Contains(gone, t) {
+				gone = append(gone, t)
+			}
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	if err := a.commitLocked(gone); err != nil {
+		a.log.Error("commit before revoke failed; the next owner replays from the last commit", "err", err)
+	}
+	for _, t := range gone {
+		if !t.restored {
+			a.stopRestoringLocked(t)
+		}
+		a.emit(Event{Kind: EventLastRecord, Task: t.id, Record: t.lastRecord})
+		a.emit(Event{Kind: EventRevoked, Task: t.id})
+		a.log.Info("task revoked", "task", t.id, "processed", t.processed.Load())
+		a.closeTaskLocked(t)
+		delete(a.tasks, t.id)
+	}
+	a.publishSnapshotLocked()
+}
+
+// onLost drops tasks whose partitions were lost (session expired):
+// nothing is committed, the new owner replays.
+func (a *App) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for topic, parts := range lost {
+		sid, ok := a.bySource[topic]
+		if !ok {
+			continue
+		}
+		for _, p := range parts {
+			if t, ok := a.tasks[member.TaskID(sid, p)]; ok && t.role == roleActive {
+				a.log.Warn("task lost", "task", t.id)
+				if !t.restored {
+					a.stopRestoringLocked(t)
+				}
+				a.closeTaskLocked(t)
+				delete(a.tasks, t.id)
+			}
+		}
+	}
+	a.publishSnapshotLocked()
+}

@@ -1,0 +1,359 @@
+package member
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/protocol"
+)
+
+// ProtocolName is the group protocol baton members join with.
+const ProtocolName = "baton"
+
+// Subtopology is what the balancer needs to know of one subtopology: the
+// topics its tasks read (co-partitioned: task ID_p reads partition p of
+// each) and whether its tasks have state.
+type Subtopology struct {
+	ID       int
+	Sources  []string
+	Stateful bool
+}
+
+// Self is the instance the balancer belongs to. Its methods are called from
+// the client's group goroutine and must not block.
+type Self interface {
+	// Subscription returns what the instance reports at a join. owned is
+	// the partitions the client holds now.
+	Subscription(owned map[string][]int32) protocol.Subscription
+	// Assigned receives this member's assignment when a round ends.
+	Assigned(a protocol.Assignment)
+	// Led is called on the leader with the state it read and the plan it
+	// made (with reasons), once per round it leads.
+	Led(generation int32, state assign.State, plan assign.Plan)
+}
+
+// Config configures a Balancer.
+type Config struct {
+	Subtopologies []Subtopology
+	Assign        assign.Config
+	Policy        assign.Policy
+	Self          Self
+	Logger        *slog.Logger
+}
+
+// Balancer is baton's kgo.GroupBalancer: cooperative, with baton's
+// subscription and assignment in the consumer protocol's user data, and
+// the assign package deciding. Use one Balancer per client.
+type Balancer struct {
+	cfg Config
+}
+
+var _ kgo.GroupBalancer = (*Balancer)(nil)
+
+// NewBalancer returns a Balancer.
+func NewBalancer(cfg Config) *Balancer {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Balancer{cfg: cfg}
+}
+
+// ProtocolName implements kgo.GroupBalancer.
+func (b *Balancer) ProtocolName() string { return ProtocolName }
+
+// IsCooperative implements kgo.GroupBalancer: members keep what they are
+// not told to give up.
+func (b *Balancer) IsCooperative() bool { return true }
+
+// JoinGroupMetadata implements kgo.GroupBalancer.
+func (b *Balancer) JoinGroupMetadata(topics []string, owned map[string][]int32, generation int32) []byte {
+	sub := b.cfg.Self.Subscription(owned)
+	data, err := sub.MarshalBinary()
+	if err != nil {
+		// A subscription the instance built itself is invalid only through
+		// a bug; join as a member with nothing rather than not at all.
+		b.cfg.Logger.Error("encoding subscription", "err", err)
+		data, _ = protocol.Subscription{InstanceID: sub.InstanceID, Capacity: 1}.MarshalBinary()
+	}
+	meta := kmsg.NewConsumerMemberMetadata()
+	meta.Version = 2
+	meta.Topics = topics
+	meta.UserData = data
+	meta.Generation = generation
+	for _, t := range sortedKeys(owned) {
+		meta.OwnedPartitions = append(meta.OwnedPartitions, kmsg.ConsumerMemberMetadataOwnedPartition{Topic: t, Partitions: owned[t]})
+	}
+	return meta.AppendTo(nil)
+}
+
+// ParseSyncAssignment implements kgo.GroupBalancer. It hands baton's part
+// of the assignment to the instance and returns the partitions.
+func (b *Balancer) ParseSyncAssignment(data []byte) (map[string][]int32, error) {
+	var ca kmsg.ConsumerMemberAssignment
+	if err := ca.ReadFrom(data); err != nil {
+		return nil, fmt.Errorf("baton: decoding the group assignment: %w", err)
+	}
+	parts := make(map[string][]int32, len(ca.Topics))
+	for _, t := range ca.Topics {
+		parts[t.Topic] = append(parts[t.Topic], t.Partitions...)
+	}
+	a, err := protocol.DecodeAssignment(ca.UserData)
+	var uv *protocol.UnsupportedVersionError
+	switch {
+	case errors.As(err, &uv):
+		b.cfg.Logger.Warn("the leader speaks a newer baton protocol; using the fields this version knows", "version", uv.Version)
+	case err != nil:
+		// Without baton's part the partitions are still the truth about
+		// actives; standbys and learners wait for the next round.
+		b.cfg.Logger.Warn("assignment user data unreadable; running actives only", "err", err)
+		a = protocol.Assignment{}
+	}
+	b.cfg.Self.Assigned(a)
+	return parts, nil
+}
+
+// MemberBalancer implements kgo.GroupBalancer. It decodes every member's
+// subscription; one that cannot be decoded is treated as a new member with
+// no state (and logged), never as an error: the leader must not fail.
+func (b *Balancer) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
+	mb := &memberBalancer{b: b}
+	topics := map[string]struct{}{}
+	for _, s := range b.cfg.Subtopologies {
+		for _, t := range s.Sources {
+			topics[t] = struct{}{}
+		}
+	}
+	for _, m := range members {
+		jm := joined{memberID: m.MemberID}
+		var meta kmsg.ConsumerMemberMetadata
+		if err := meta.ReadFrom(m.ProtocolMetadata); err != nil {
+			b.cfg.Logger.Warn("member metadata unreadable; treating it as a new member", "member", m.MemberID, "err", err)
+			jm.sub = protocol.Subscription{InstanceID: m.MemberID, Capacity: 1}
+			mb.members = append(mb.members, jm)
+			continue
+		}
+		for _, t := range meta.Topics {
+			topics[t] = struct{}{}
+		}
+		jm.generation = meta.Generation
+		sub, err := protocol.DecodeSubscription(meta.UserData)
+		var uv *protocol.UnsupportedVersionError
+		switch {
+		case errors.As(err, &uv):
+			jm.version = uv.Version
+			b.cfg.Logger.Info("member speaks a newer baton protocol; answering at ours", "member", m.MemberID, "version", uv.Version)
+		case err != nil:
+			b.cfg.Logger.Warn("member subscription unreadable; treating it as a new member", "member", m.MemberID, "err", err)
+			sub = protocol.Subscription{InstanceID: m.MemberID, Capacity: 1}
+		default:
+			jm.version = sub.Version
+		}
+		jm.sub = sub
+		mb.members = append(mb.members, jm)
+	}
+	return mb, topics, nil
+}
+
+type joined struct {
+	memberID   string
+	generation int32
+	version    int16
+	sub        protocol.Subscription
+}
+
+type memberBalancer struct {
+	b       *Balancer
+	members []joined
+	info    kgo.BalanceInfo
+}
+
+// SetBalanceInfo implements kgo.GroupMemberBalancerInfo.
+func (mb *memberBalancer) SetBalanceInfo(info kgo.BalanceInfo) { mb.info = info }
+
+// Balance implements kgo.GroupMemberBalancer.
+func (mb *memberBalancer) Balance(topics map[string]int32) kgo.IntoSyncAssignment {
+	state, sources := buildState(mb.b.cfg, mb.members, topics, mb.b.cfg.Logger)
+	plan, err := assign.Assign(state, mb.b.cfg.Policy)
+	if err != nil {
+		// BuildState only builds valid states; if it ever did not, keep
+		// everyone running what it has rather than failing the group.
+		mb.b.cfg.Logger.Error("assignor rejected the group state; keeping current ownership", "err", err)
+		plan = keepAll(state)
+	}
+	mb.b.cfg.Self.Led(mb.info.Generation, state, plan)
+	out := make(syncAssignment, 0, len(mb.members))
+	byInstance := map[string]assign.InstancePlan{}
+	for _, ip := range plan.Instances {
+		byInstance[ip.ID] = ip
+	}
+	for _, m := range mb.members {
+		ip := byInstance[instanceKey(m)]
+		version, code := protocol.Negotiate(m.version)
+		a := protocol.Assignment{Version: version, Error: code, Followup: plan.Followup,
+			Active: ids(ip.Active), Standby: ids(ip.Standby), Learner: ids(ip.Learner), Revoked: ids(ip.Revoked)}
+		user, err := a.MarshalBinary()
+		if err != nil {
+			mb.b.cfg.Logger.Error("encoding assignment", "member", m.memberID, "err", err)
+		}
+		ca := kmsg.NewConsumerMemberAssignment()
+		ca.Version = 0
+		ca.UserData = user
+		parts := map[string][]int32{}
+		for _, id := range ip.Active {
+			sub, p, ok := ParseTaskID(string(id))
+			if !ok {
+				continue
+			}
+			for _, t := range sources[sub] {
+				parts[t] = append(parts[t], p)
+			}
+		}
+		for _, t := range sortedKeys(parts) {
+			ps := parts[t]
+			slices.Sort(ps)
+			ca.Topics = append(ca.Topics, kmsg.ConsumerMemberAssignmentTopic{Topic: t, Partitions: ps})
+		}
+		out = append(out, kmsg.SyncGroupRequestGroupAssignment{MemberID: m.memberID, MemberAssignment: ca.AppendTo(nil)})
+	}
+	return out
+}
+
+type syncAssignment []kmsg.SyncGroupRequestGroupAssignment
+
+func (s syncAssignment) IntoSyncAssignment() []kmsg.SyncGroupRequestGroupAssignment { return s }
+
+// instanceKey is the assignor's id for a member: its instance id, made
+// unique with the member id if two members claim the same instance.
+func instanceKey(m joined) string { return m.sub.InstanceID + "#" + m.memberID }
+
+// buildState turns the members' subscriptions into the assignor's input.
+// It cleans what a live group can produce but the assignor must not see: a
+// task claimed active by two members (a zombie: the newest generation
+// wins), tasks the topology no longer has, a task in two roles on one
+// member. It returns the state and each subtopology's source topics.
+func buildState(cfg Config, members []joined, topics map[string]int32, log *slog.Logger) (assign.State, map[int][]string) {
+	state := assign.State{Config: cfg.Assign}
+	sources := map[int][]string{}
+	known := map[string]bool{}
+	stateful := map[string]bool{}
+	for _, s := range cfg.Subtopologies {
+		sources[s.ID] = s.Sources
+		parts := int32(-1)
+		for _, t := range s.Sources {
+			n, ok := topics[t]
+			if !ok {
+				log.Warn("source topic has no metadata; its tasks are not assigned this round", "topic", t, "subtopology", s.ID)
+				n = 0
+			}
+			if parts >= 0 && n != parts {
+				log.Warn("source topics of a subtopology differ in partitions; using the fewest", "subtopology", s.ID, "topic", t, "partitions", n, "other", parts)
+			}
+			if parts < 0 || n < parts {
+				parts = n
+			}
+		}
+		for p := int32(0); p < max(parts, 0); p++ {
+			id := TaskID(s.ID, p)
+			known[id] = true
+			stateful[id] = s.Stateful
+			state.Tasks = append(state.Tasks, assign.Task{ID: assign.TaskID(id), Stateful: s.Stateful, Load: 1})
+		}
+	}
+	// Zombies: the newest generation keeps a task claimed twice.
+	claim := map[string]int{}
+	for k, m := range members {
+		for _, id := range m.sub.Active {
+			if o, ok := claim[id]; !ok || m.generation > members[o].generation ||
+				(m.generation == members[o].generation && instanceKey(m) < instanceKey(members[o])) {
+				claim[id] = k
+			}
+		}
+	}
+	for k, m := range members {
+		in := assign.Instance{ID: instanceKey(m), Capacity: int(max(m.sub.Capacity, 1)), Rack: m.sub.Rack, Leaving: m.sub.Leaving, Lag: map[assign.TaskID]int64{}}
+		seen := map[string]bool{}
+		for _, id := range m.sub.Active {
+			if known[id] && claim[id] == k && !seen[id] {
+				seen[id] = true
+				in.Active = append(in.Active, assign.TaskID(id))
+			}
+		}
+		for _, id := range m.sub.Learner {
+			if known[id] && stateful[id] && !seen[id] {
+				seen[id] = true
+				in.Learner = append(in.Learner, assign.TaskID(id))
+			}
+		}
+		for _, id := range m.sub.Standby {
+			if known[id] && stateful[id] && !seen[id] {
+				seen[id] = true
+				in.Standby = append(in.Standby, assign.TaskID(id))
+			}
+		}
+		for id, lag := range m.sub.Lags {
+			if known[id] && stateful[id] && lag >= 0 {
+				in.Lag[assign.TaskID(id)] = lag
+			}
+		}
+		state.Instances = append(state.Instances, in)
+	}
+	return state, sources
+}
+
+// keepAll is the plan that changes nothing.
+func keepAll(s assign.State) assign.Plan {
+	var p assign.Plan
+	for _, in := range s.Instances {
+		p.Instances = append(p.Instances, assign.InstancePlan{ID: in.ID, Active: in.Active, Standby: in.Standby, Learner: in.Learner})
+	}
+	return p
+}
+
+// TaskID names the task of subtopology sub for partition p.
+func TaskID(sub int, p int32) string { return strconv.Itoa(sub) + "_" + strconv.Itoa(int(p)) }
+
+// ParseTaskID splits "<subtopology>_<partition>".
+func ParseTaskID(id string) (sub int, p int32, ok bool) {
+	a, b, found := strings.Cut(id, "_")
+	if !found {
+		return 0, 0, false
+	}
+	s, err1 := strconv.Atoi(a)
+	n, err2 := strconv.ParseInt(b, 10, 32)
+	if err1 != nil || err2 != nil || s < 0 || n < 0 {
+		return 0, 0, false
+	}
+	return s, int32(n), true
+}
+
+// InstanceOf returns the instance id part of an assignor instance key.
+func InstanceOf(key string) string {
+	id, _, _ := strings.Cut(key, "#")
+	return id
+}
+
+func ids(list []assign.TaskID) []string {
+	out := make([]string, len(list))
+	for i, id := range list {
+		out[i] = string(id)
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,45 @@
+package baton
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the App's Prometheus metrics (docs/metrics.md). With no
+// registerer they are still kept, unregistered, so code never checks.
+type metrics struct {
+	processed     *prometheus.CounterVec
+	restored      *prometheus.CounterVec
+	lag           *prometheus.GaugeVec
+	rebalances    prometheus.Counter
+	replayed      prometheus.Counter
+	commitSeconds prometheus.Histogram
+	handover      prometheus.Histogram
+}
+
+func newMetrics(r prometheus.Registerer, appID, instance string) *metrics {
+	labels := prometheus.Labels{"app_id": appID, "instance": instance}
+	m := &metrics{
+		processed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_records_processed_total",
+			Help: "Input records processed, by task.", ConstLabels: labels}, []string{"task"}),
+		restored: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_records_restored_total",
+			Help: "Changelog records restored into local state, by task.", ConstLabels: labels}, []string{"task"}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_task_lag_records",
+			Help: "Records the task's local state is behind its changelog, by task and role.", ConstLabels: labels}, []string{"task", "role"}),
+		rebalances: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_rebalances_total",
+			Help: "Rebalance rounds this instance took part in.", ConstLabels: labels}),
+		replayed: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_records_replayed_on_handover_total",
+			Help: "Records restored after a task became active here (on the critical path).", ConstLabels: labels}),
+		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "baton_commit_seconds",
+			Help: "Time to flush produced records, apply state and commit offsets.", ConstLabels: labels,
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		handover: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "baton_task_restore_seconds",
+			Help: "Time from a task's assignment here to its first processing.", ConstLabels: labels,
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+	}
+	if r != nil {
+		for _, c := range []prometheus.Collector{m.processed, m.restored, m.lag, m.rebalances, m.replayed, m.commitSeconds, m.handover} {
+			_ = r.Register(c)
+		}
+	}
+	return m
+}

@@ -1,0 +1,176 @@
+package baton
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton/assign"
+)
+
+// ErrConfig is wrapped by every error New returns for invalid options.
+var ErrConfig = errors.New("baton: invalid configuration")
+
+// Option configures an App.
+type Option func(*config)
+
+type config struct {
+	brokers        []string
+	appID          string
+	stateDir       string
+	memoryState    bool
+	workers        int
+	standbys       int
+	maxLearners    int
+	acceptableLag  int64
+	heartbeat      time.Duration
+	session        time.Duration
+	commitInterval time.Duration
+	drainTimeout   time.Duration
+	policy         assign.Policy
+	rack           string
+	instanceID     string
+	endpoint       string
+	kgoOpts        []kgo.Opt
+	logger         *slog.Logger
+	registerer     prometheus.Registerer
+	listener       Listener
+}
+
+func defaults() config {
+	host, _ := os.Hostname()
+	return config{
+		workers:        1,
+		maxLearners:    assign.DefaultMaxLearners,
+		acceptableLag:  assign.DefaultAcceptableLag,
+		heartbeat:      200 * time.Millisecond,
+		session:        6 * time.Second,
+		commitInterval: 200 * time.Millisecond,
+		drainTimeout:   60 * time.Second,
+		policy:         assign.Smooth,
+		instanceID:     fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), time.Now().UnixNano()&0xffff),
+		logger:         slog.Default(),
+	}
+}
+
+// WithBrokers sets the seed brokers (host:port). Required.
+func WithBrokers(brokers ...string) Option { return func(c *config) { c.brokers = brokers } }
+
+// WithAppID sets the application id: the consumer group id and the prefix
+// of internal topics. Required.
+func WithAppID(id string) Option { return func(c *config) { c.appID = id } }
+
+// WithStateDir sets the directory for local state (Pebble). Required for
+// stateful topologies unless WithMemoryState is given. Created if missing;
+// locked while the App runs.
+func WithStateDir(dir string) Option { return func(c *config) { c.stateDir = dir } }
+
+// WithMemoryState keeps state in memory instead of on disk: every start
+// restores from the changelogs. For tests and demos.
+func WithMemoryState() Option { return func(c *config) { c.memoryState = true } }
+
+// WithWorkers sets the number of worker goroutines, the instance's
+// capacity. Default 1.
+func WithWorkers(n int) Option { return func(c *config) { c.workers = n } }
+
+// WithStandbys sets the standby replicas per stateful task. Default 0.
+func WithStandbys(n int) Option { return func(c *config) { c.standbys = n } }
+
+// WithMaxLearners sets the most learner tasks in the group at once.
+// Default 2.
+func WithMaxLearners(n int) Option { return func(c *config) { c.maxLearners = n } }
+
+// WithAcceptableLag sets the lag (records) within which a copy of a task's
+// state counts as caught up. Default 10000.
+func WithAcceptableLag(n int64) Option { return func(c *config) { c.acceptableLag = n } }
+
+// WithHeartbeatInterval sets the group heartbeat interval, which bounds how
+// fast members notice a rebalance. Default 200ms (Kafka's is 3s).
+func WithHeartbeatInterval(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
+
+// WithSessionTimeout sets the group session timeout: how long a crashed
+// instance holds its tasks before the group notices. Default 6s.
+func WithSessionTimeout(d time.Duration) Option { return func(c *config) { c.session = d } }
+
+// WithCommitInterval sets how often processed input is committed (after
+// the changelog writes it depends on are acknowledged). Default 200ms.
+func WithCommitInterval(d time.Duration) Option { return func(c *config) { c.commitInterval = d } }
+
+// WithDrainTimeout bounds a graceful stop: how long the instance waits for
+// its tasks to move to warm copies before it leaves anyway. Default 60s.
+func WithDrainTimeout(d time.Duration) Option { return func(c *config) { c.drainTimeout = d } }
+
+// WithPolicy sets the assignment policy the leader uses. Default smooth.
+func WithPolicy(p assign.Policy) Option { return func(c *config) { c.policy = p } }
+
+// WithRack sets the instance's rack; standbys prefer other racks.
+func WithRack(rack string) Option { return func(c *config) { c.rack = rack } }
+
+// WithInstanceID names the instance (default: host-pid-random). It must
+// be unique in the group.
+func WithInstanceID(id string) Option { return func(c *config) { c.instanceID = id } }
+
+// WithEndpoint sets the host:port other members can reach this instance's
+// HTTP server at; it travels in the subscription.
+func WithEndpoint(addr string) Option { return func(c *config) { c.endpoint = addr } }
+
+// WithKafkaOptions passes options to every franz-go client the App makes
+// (TLS, SASL, timeouts). Group and consumer options are set by baton.
+func WithKafkaOptions(opts ...kgo.Opt) Option {
+	return func(c *config) { c.kgoOpts = append(c.kgoOpts, opts...) }
+}
+
+// WithLogger sets the logger. Default slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithMetrics registers the App's Prometheus metrics with r.
+func WithMetrics(r prometheus.Registerer) Option { return func(c *config) { c.registerer = r } }
+
+// WithListener receives the App's events (rebalances, handovers, learner
+// progress) as they happen. Calls are made from the App's goroutines and
+// must not block.
+func WithListener(l Listener) Option { return func(c *config) { c.listener = l } }
+
+func (c *config) validate() error {
+	bad := func(option, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrConfig, option, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case len(c.brokers) == 0:
+		return bad("brokers", "at least one broker is required")
+	case c.appID == "":
+		return bad("app id", "required")
+	case c.workers < 1:
+		return bad("workers", "must be >= 1, got %d", c.workers)
+	case c.standbys < 0:
+		return bad("standbys", "must be >= 0, got %d", c.standbys)
+	case c.maxLearners < 1:
+		return bad("max learners", "must be >= 1, got %d", c.maxLearners)
+	case c.acceptableLag < 0:
+		return bad("acceptable lag", "must be >= 0, got %d", c.acceptableLag)
+	case c.heartbeat <= 0:
+		return bad("heartbeat interval", "must be > 0, got %v", c.heartbeat)
+	case c.session < 3*c.heartbeat:
+		return bad("session timeout", "must be at least 3 heartbeat intervals, got %v", c.session)
+	case c.commitInterval <= 0:
+		return bad("commit interval", "must be > 0, got %v", c.commitInterval)
+	case c.drainTimeout < 0:
+		return bad("drain timeout", "must be >= 0, got %v", c.drainTimeout)
+	case c.instanceID == "":
+		return bad("instance id", "must not be empty")
+	}
+	if _, err := assign.ParsePolicy(string(c.policy)); err != nil {
+		return bad("policy", "%v", err)
+	}
+	for _, b := range c.brokers {
+		if b == "" {
+			return bad("brokers", "empty broker address")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,238 @@
+package baton
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton/state"
+	"github.com/baton-streams/baton/topology"
+)
+
+// Roles of a task on this instance.
+const (
+	roleActive  = "active"
+	roleStandby = "standby"
+	roleLearner = "learner"
+)
+
+// task is one task on this instance. The run loop owns it; while a batch of
+// its records is being processed, the worker it is pinned to owns the
+// processing fields (proc, stores' pending writes, offsets).
+type task struct {
+	id       string
+	sub      topology.Subtopology
+	part     int32
+	role     string
+	stores   map[string]*taskStore // open stores, by name
+	proc     topology.Processor
+	worker   int
+	ctx      *taskContext
+	offsets  map[string]kgo.EpochOffset // input topic -> next offset to commit
+	restored bool                       // active: state caught up, processing allowed
+	ready    bool                       // learner: readiness reported
+
+	// Handover figures.
+	assignedAt time.Time
+	replayed   int64 // records restored after becoming active
+	first      bool  // first record processed since assigned
+	lastRecord time.Time
+
+	processed atomic.Int64
+	lag       atomic.Int64
+}
+
+func (t *task) stateful() bool { return len(t.sub.Stores) > 0 }
+
+// taskStore is one store of a task: the local state.Store plus, while
+// active, the writes not yet applied (they wait for the changelog's
+// acknowledgement).
+type taskStore struct {
+	name      string
+	changelog string
+	st        state.Store
+	// checkpoint is the next changelog offset the store's data lacks.
+	checkpoint int64
+	// end is the changelog end offset known (high watermark).
+	end int64
+
+	pending map[string]pendingWrite
+	// acked is the next offset after the highest changelog write the
+	// cluster acknowledged; written from produce callbacks.
+	acked   atomic.Int64
+	written atomic.Int64 // changelog writes in flight or done since last apply
+}
+
+type pendingWrite struct {
+	value []byte // nil: delete
+}
+
+func (s *taskStore) lag() int64 { return max(0, s.end-s.checkpoint) }
+
+// taskContext is the topology.Context of a task.
+type taskContext struct {
+	a *App
+	t *task
+}
+
+func (c *taskContext) TaskID() string   { return c.t.id }
+func (c *taskContext) Partition() int32 { return c.t.part }
+func (c *taskContext) Store(name string) topology.Store {
+	s, ok := c.t.stores[name]
+	if !ok {
+		return nil
+	}
+	return &storeView{c: c, s: s}
+}
+
+func (c *taskContext) Send(topic string, key, value []byte) error {
+	n, err := c.a.partitionsOf(topic)
+	if err != nil {
+		return err
+	}
+	rec := &kgo.Record{Topic: topic, Partition: topology.Partition(key, n), Key: clone(key), Value: clone(value)}
+	c.a.group.Produce(context.Background(), rec, c.a.produced)
+	return nil
+}
+
+// produced fails the App when a produce fails: nothing after it may be
+// committed.
+func (a *App) produced(r *kgo.Record, err error) {
+	if err != nil {
+		a.fail(fmt.Errorf("baton: producing to %s[%d]: %w", r.Topic, r.Partition, err))
+	}
+}
+
+// storeView is the topology.Store a processor uses: reads see the task's
+// own pending writes; writes go to the changelog and stay pending until
+// the commit applies them with the acknowledged offset.
+type storeView struct {
+	c *taskContext
+	s *taskStore
+}
+
+func (v *storeView) Get(key []byte) ([]byte, bool, error) {
+	if w, ok := v.s.pending[string(key)]; ok {
+		return w.value, w.value != nil, nil
+	}
+	return v.s.st.Get(key)
+}
+
+func (v *storeView) Put(key, value []byte) error {
+	if value == nil {
+		value = []byte{}
+	}
+	return v.write(key, value)
+}
+
+func (v *storeView) Delete(key []byte) error { return v.write(key, nil) }
+
+func (v *storeView) write(key, value []byte) error {
+	k := clone(key)
+	if value != nil {
+		value = clone(value)
+	}
+	v.s.pending[string(k)] = pendingWrite{value: value}
+	s := v.s
+	s.written.Add(1)
+	rec := &kgo.Record{Topic: s.changelog, Partition: v.c.t.part, Key: k, Value: value}
+	v.c.a.group.Produce(context.Background(), rec, func(r *kgo.Record, err error) {
+		if err != nil {
+			v.c.a.fail(fmt.Errorf("baton: task %s: changelog write to %s[%d]: %w", v.c.t.id, r.Topic, r.Partition, err))
+			return
+		}
+		for {
+			cur := s.acked.Load()
+			if r.Offset+1 <= cur || s.acked.CompareAndSwap(cur, r.Offset+1) {
+				return
+			}
+		}
+	})
+	return nil
+}
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}
+
+// worker runs batches of records for the tasks pinned to it.
+type worker struct {
+	in chan []batch
+}
+
+type batch struct {
+	t    *task
+	recs []*kgo.Record
+	done *sync.WaitGroup
+	err  *atomic.Pointer[error]
+}
+
+func (a *App) startWorkers() {
+	a.workers = make([]*worker, a.cfg.workers)
+	for i := range a.workers {
+		w := &worker{in: make(chan []batch)}
+		a.workers[i] = w
+		go w.run(a)
+	}
+}
+
+func (a *App) stopWorkers() {
+	for _, w := range a.workers {
+		close(w.in)
+	}
+}
+
+func (w *worker) run(a *App) {
+	for batches := range w.in {
+		for _, b := range batches {
+			if err := a.process(b.t, b.recs); err != nil {
+				e := err
+				b.err.CompareAndSwap(nil, &e)
+			}
+			b.done.Done()
+		}
+	}
+}
+
+// process runs a task's records in order.
+func (a *App) process(t *task, recs []*kgo.Record) error {
+	for _, r := range recs {
+		rec := topology.Record{Key: r.Key, Value: r.Value, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp}
+		if err := t.proc.Process(t.ctx, rec); err != nil {
+			return fmt.Errorf("baton: task %s: %w", t.id, err)
+		}
+		t.offsets[r.Topic] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
+		t.processed.Add(1)
+		if !t.first {
+			t.first = true
+			a.emit(Event{Kind: EventFirstRecord, Task: t.id, Record: r.Timestamp})
+		}
+		t.lastRecord = r.Timestamp
+	}
+	a.metrics.processed.WithLabelValues(t.id).Add(float64(len(recs)))
+	return nil
+}
+
+// pinWorker picks the worker with the fewest tasks for a new active task.
+func (a *App) pinWorkerLocked() int {
+	counts := make([]int, len(a.workers))
+	for _, t := range a.tasks {
+		if t.role == roleActive {
+			counts[t.worker]++
+		}
+	}
+	best := 0
+	for i, c := range counts {
+		if c < counts[best] {
+			best = i
+		}
+	}
+	return best
+}
