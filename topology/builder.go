@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -208,10 +209,19 @@ func checkTopic(t string) error {
 // one reading it), ties broken by the order nodes were added.
 //
 // Every problem found is reported, each wrapping ErrInvalid, joined with
-// errors.Join. Build does not modify the builder.
+// errors.Join. The Topology does not change if the builder is used again.
 func (b *Builder) Build() (*Topology, error) {
-	g := &graph{b: b, errs: slices.Clone(b.errs)}
-	if b.appID == "" {
+	g := &graph{appID: b.appID, byName: map[string]*node{}, repart: maps.Clone(b.repart), errs: slices.Clone(b.errs)}
+	for _, n := range b.nodes {
+		c := *n
+		c.topics, c.parents, c.stores = slices.Clone(n.topics), slices.Clone(n.parents), slices.Clone(n.stores)
+		g.nodes = append(g.nodes, &c)
+		g.byName[c.name] = &c
+	}
+	for _, s := range b.stores {
+		g.stores = append(g.stores, &storeDef{name: s.name, processors: slices.Clone(s.processors)})
+	}
+	if g.appID == "" {
 		g.errorf("empty app id")
 	} else if err := checkTopic(b.appID); err != nil {
 		g.errorf("app id %q must be usable in topic names: %v", b.appID, err)
@@ -235,9 +245,15 @@ func (b *Builder) Build() (*Topology, error) {
 	return g.topology(), nil
 }
 
-// graph is Build's working state.
+// graph is Build's working state. It works on copies of the builder's
+// nodes and stores, so the Topology it makes does not change if the
+// builder is used again.
 type graph struct {
-	b        *Builder
+	appID    string
+	nodes    []*node
+	byName   map[string]*node
+	stores   []*storeDef
+	repart   map[string]string
 	errs     []error
 	children map[string][]*node // by parent name, in order added
 	topo     []*node            // nodes, parents before children
@@ -262,13 +278,13 @@ func (g *graph) errorf(format string, args ...any) {
 // link resolves parents and stores and checks every edge's port types.
 func (g *graph) link() {
 	g.children = map[string][]*node{}
-	for _, n := range g.b.nodes {
+	for _, n := range g.nodes {
 		if n.kind != sourceKind && len(n.parents) == 0 {
 			g.errorf("%s %q has no parent", n.kind, n.name)
 		}
 		seen := map[string]bool{}
 		for _, pn := range n.parents {
-			p := g.b.byName[pn]
+			p := g.byName[pn]
 			switch {
 			case p == nil:
 				g.errorf("%s %q: unknown parent %q", n.kind, n.name, pn)
@@ -288,12 +304,12 @@ func (g *graph) link() {
 			g.children[pn] = append(g.children[pn], n)
 		}
 	}
-	for _, s := range g.b.stores {
+	for _, s := range g.stores {
 		if len(s.processors) == 0 {
 			g.errorf("store %q is not connected to any processor", s.name)
 		}
 		for _, pn := range s.processors {
-			p := g.b.byName[pn]
+			p := g.byName[pn]
 			switch {
 			case p == nil:
 				g.errorf("store %q: unknown processor %q", s.name, pn)
@@ -317,11 +333,11 @@ func portName(t reflect.Type) string {
 // order added) and reports the nodes on cycles.
 func (g *graph) sortNodes() {
 	indeg := map[string]int{}
-	for _, n := range g.b.nodes {
+	for _, n := range g.nodes {
 		indeg[n.name] = len(n.parents)
 	}
 	var ready []*node
-	for _, n := range g.b.nodes {
+	for _, n := range g.nodes {
 		if indeg[n.name] == 0 {
 			ready = append(ready, n)
 		}
@@ -337,9 +353,9 @@ func (g *graph) sortNodes() {
 			}
 		}
 	}
-	if len(g.topo) < len(g.b.nodes) {
+	if len(g.topo) < len(g.nodes) {
 		var cyc []string
-		for _, n := range g.b.nodes {
+		for _, n := range g.nodes {
 			if indeg[n.name] > 0 {
 				cyc = append(cyc, n.name)
 			}
@@ -353,7 +369,7 @@ func (g *graph) sortNodes() {
 func (g *graph) checkTopics() {
 	readBy := map[string]string{}
 	written := map[string]bool{}
-	for _, n := range g.b.nodes {
+	for _, n := range g.nodes {
 		for _, t := range n.topics {
 			if n.kind == sinkKind {
 				written[t] = true
@@ -365,7 +381,7 @@ func (g *graph) checkTopics() {
 			readBy[t] = n.name
 		}
 	}
-	for _, t := range sortedKeys(g.b.repart) {
+	for _, t := range sortedKeys(g.repart) {
 		if !written[t] || readBy[t] == "" {
 			g.errorf("repartition topic %q must be written by a sink and read by a source (written: %t, read: %t)",
 				t, written[t], readBy[t] != "")
@@ -390,20 +406,20 @@ func (g *graph) split() {
 		if ra == rb {
 			return
 		}
-		if g.b.byName[ra].order > g.b.byName[rb].order {
+		if g.byName[ra].order > g.byName[rb].order {
 			ra, rb = rb, ra
 		}
 		parent[rb] = ra // the root is the earliest node
 	}
-	for _, n := range g.b.nodes {
+	for _, n := range g.nodes {
 		parent[n.name] = n.name
 	}
-	for _, n := range g.b.nodes {
+	for _, n := range g.nodes {
 		for _, p := range n.parents {
 			union(p, n.name)
 		}
 	}
-	for _, s := range g.b.stores {
+	for _, s := range g.stores {
 		for _, p := range s.processors {
 			union(s.processors[0], p)
 		}
@@ -414,7 +430,7 @@ func (g *graph) split() {
 		r := find(n.name)
 		s := byRoot[r]
 		if s == nil {
-			s = &sub{first: g.b.byName[r].order, srcNodes: map[string]*node{}}
+			s = &sub{first: g.byName[r].order, srcNodes: map[string]*node{}}
 			byRoot[r] = s
 			subs = append(subs, s)
 		}
@@ -494,17 +510,17 @@ func (g *graph) split() {
 }
 
 func (g *graph) topology() *Topology {
-	t := &Topology{appID: g.b.appID}
+	t := &Topology{appID: g.appID}
 	for _, s := range g.subs {
 		st := Subtopology{ID: s.id, Sources: s.sources, Sinks: s.sinks}
 		for _, topic := range slices.Concat(s.sources, s.sinks) {
-			if _, ok := g.b.repart[topic]; ok && !slices.Contains(st.Repartition, topic) {
+			if _, ok := g.repart[topic]; ok && !slices.Contains(st.Repartition, topic) {
 				st.Repartition = append(st.Repartition, topic)
 			}
 		}
 		slices.Sort(st.Repartition)
 		for _, name := range s.stores {
-			st.Stores = append(st.Stores, StoreSpec{Name: name, Changelog: ChangelogTopic(g.b.appID, name)})
+			st.Stores = append(st.Stores, StoreSpec{Name: name, Changelog: ChangelogTopic(g.appID, name)})
 		}
 		st.NewProcessor = newProcessorFunc(s, g.children)
 		t.subs = append(t.subs, st)

@@ -373,3 +373,34 @@ func TestMemStore(t *testing.T) {
 		t.Errorf("k still there after Delete")
 	}
 }
+
+// A built Topology does not change when its builder is used again.
+func TestBuildIsolated(t *testing.T) {
+	b := NewBuilder("app")
+	b.AddSource("src", "in")
+	b.AddProcessor("p", ProcessorFunc(func(ctx NodeContext, _ Record) error {
+		if ctx.Store("s") != nil {
+			return errors.New("sees store s")
+		}
+		return nil
+	}), "src")
+	before, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.AddStore("s", "p")
+	after, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := &failCtx{store: &MemStore{}}
+	if err := before.Subtopologies()[0].NewProcessor("0_0", 0).Process(ctx, Record{Topic: "in"}); err != nil {
+		t.Errorf("first topology: %v", err)
+	}
+	if err := after.Subtopologies()[0].NewProcessor("0_0", 0).Process(ctx, Record{Topic: "in"}); err == nil {
+		t.Errorf("second topology: store s not visible")
+	}
+	if len(before.Subtopologies()[0].Stores) != 0 || len(after.Subtopologies()[0].Stores) != 1 {
+		t.Errorf("stores: before %v, after %v", before.Subtopologies()[0].Stores, after.Subtopologies()[0].Stores)
+	}
+}
