@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/baton-streams/baton/assign"
@@ -168,9 +169,10 @@ type engine struct {
 	}
 	probingGen int
 
-	mark    [3][]int // applyRound's task sets, by stamp
-	stamp   int
-	buckets struct {
+	mark      [3][]int // applyRound's task sets, by stamp
+	byteOrder []int    // task indexes sorted by id
+	stamp     int
+	buckets   struct {
 		done                      bool
 		n                         [2]int
 		loadSum, loadMax, loadMin [2]float64
@@ -696,15 +698,24 @@ func (e *engine) state() (assign.State, []*instState) {
 	for k, m := range members {
 		pos[m.idx] = k
 	}
-	for _, t := range e.tasks {
+	if e.byteOrder == nil {
+		e.byteOrder = make([]int, len(e.tasks))
+		for i := range e.byteOrder {
+			e.byteOrder[i] = i
+		}
+		slices.SortFunc(e.byteOrder, func(a, b int) int { return strings.Compare(string(e.tasks[a].spec.ID), string(e.tasks[b].spec.ID)) })
+	}
+	for _, ti := range e.byteOrder {
+		t := e.tasks[ti]
 		if t.owner >= 0 && pos[t.owner] >= 0 {
 			k := pos[t.owner]
 			s.Instances[k].Active = append(s.Instances[k].Active, t.spec.ID)
 		}
 	}
-	// Active lists are in task order already; the others come from a
-	// map. assign does not depend on the order, but the input should not
-	// vary from run to run either.
+	// Active lists are in byte order already, like the plan's, so that
+	// applyRound can see at a glance that a member keeps what it has. The
+	// others come from a map: assign does not depend on the order, but the
+	// input should not vary from run to run either.
 	for k := range s.Instances {
 		ai := &s.Instances[k]
 		slices.Sort(ai.Standby)

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/baton-streams/baton/assign"
@@ -89,9 +90,20 @@ func (e *engine) applyRound() {
 		return true
 	}
 	var nRevoked, nAssigned, nLearners, nStandbys int
+	// Most members of a large group keep exactly what they had; their
+	// plan needs no work (except under stop-the-world, where everyone
+	// resumes).
+	same := make([]bool, len(members))
+	for k := range members {
+		old, p := &st.Instances[k], plans[k]
+		same[k] = !e.pol.StopTheWorld && slices.Equal(old.Active, p.Active) && slices.Equal(old.Standby, p.Standby) && slices.Equal(old.Learner, p.Learner)
+	}
 	// First everything members give up, so that additions see the tasks
 	// free.
 	for k, m := range members {
+		if same[k] {
+			continue
+		}
 		p := plans[k]
 		e.stamp++
 		if !resolve(0, p.Active) || !resolve(1, p.Standby) || !resolve(2, p.Learner) {
@@ -119,6 +131,9 @@ func (e *engine) applyRound() {
 		}
 	}
 	for k, m := range members {
+		if same[k] {
+			continue
+		}
 		p := plans[k]
 		for _, id := range p.Active {
 			ti := e.taskIx[id]
