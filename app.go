@@ -170,6 +170,9 @@ func (a *App) Run(ctx context.Context) (err error) {
 	}
 	defer a.close()
 	if err := a.prepareTopics(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting for topics
+		}
 		return err
 	}
 	a.startWorkers()
@@ -205,7 +208,7 @@ func (a *App) open() error {
 		kgo.DisableAutoCommit(),
 		kgo.HeartbeatInterval(a.cfg.heartbeat),
 		kgo.SessionTimeout(a.cfg.session),
-		kgo.RebalanceTimeout(30 * time.Second),
+		kgo.RebalanceTimeout(a.cfg.rebalance),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(100 * time.Millisecond),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -289,6 +292,42 @@ func (a *App) prepareTopics(ctx context.Context) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+	// Input topics must exist before their partition counts size the
+	// internal topics: wait for them (a producer may create them).
+	internal := map[string]bool{}
+	for _, s := range a.top.Subtopologies() {
+		for _, t := range s.Repartition {
+			internal[t] = true
+		}
+	}
+	for _, t := range a.sourceTopics() {
+		if internal[t] {
+			continue
+		}
+		logged := false
+		for {
+			if d, ok := details[t]; ok && d.Err == nil && len(d.Partitions) > 0 {
+				break
+			}
+			if !logged {
+				a.log.Info("waiting for input topic to exist", "topic", t)
+				logged = true
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(500 * time.Millisecond):
+			}
+			lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
+			more, err := a.admin.ListTopics(lctx, t)
+			lcancel()
+			if err == nil {
+				for k, v := range more {
+					details[k] = v
+				}
+			}
+		}
+	}
 	parts := func(t string) int32 {
 		if d, ok := details[t]; ok && d.Err == nil {
 			return int32(len(d.Partitions))
@@ -332,10 +371,15 @@ func (a *App) prepareTopics(ctx context.Context) error {
 			}
 		}
 		for _, sink := range s.Sinks {
-			if slices.Contains(s.Repartition, sink) {
-				if err := create(sink, n, nil); err != nil {
-					return err
-				}
+			var err error
+			switch {
+			case slices.Contains(s.Repartition, sink):
+				err = create(sink, n, nil)
+			case a.cfg.sinkConfigs != nil:
+				err = create(sink, n, a.cfg.sinkConfigs)
+			}
+			if err != nil {
+				return err
 			}
 		}
 	}

@@ -27,8 +27,9 @@ type harness struct {
 	input   string
 	output  string
 	words   map[string]int64 // occurrences produced so far
-	mu      sync.Mutex
+	mu      sync.Mutex // guards events
 	events  []Event
+	wmu     sync.Mutex // guards words while a flow produces
 	prod    *kgo.Client
 	rng     *rand.Rand
 }
@@ -65,6 +66,12 @@ func newHarness(t *testing.T, partitions int32) *harness {
 // produce writes n lines of random words and remembers the counts.
 func (h *harness) produce(n int) {
 	h.t.Helper()
+	if err := h.produceErr(n); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) produceErr(n int) error {
 	vocab := []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu"}
 	var recs []*kgo.Record
 	for i := range n {
@@ -76,9 +83,7 @@ func (h *harness) produce(n int) {
 		}
 		recs = append(recs, &kgo.Record{Topic: h.input, Key: []byte(strconv.Itoa(i)), Value: []byte(strings.Join(line, " "))})
 	}
-	if err := h.prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-		h.t.Fatal(err)
-	}
+	return h.prod.ProduceSync(context.Background(), recs...).FirstErr()
 }
 
 func (h *harness) listener(e Event) {
@@ -117,7 +122,7 @@ func (h *harness) start(id string, opts ...Option) *running {
 	}
 	all := append([]Option{WithBrokers(h.brokers...), WithAppID(h.appID), WithInstanceID(id),
 		WithStateDir(h.t.TempDir()), WithSessionTimeout(2 * time.Second), WithHeartbeatInterval(100 * time.Millisecond),
-		WithAcceptableLag(10), WithLogger(logger), WithListener(h.listener)}, opts...)
+		WithAcceptableLag(10), WithLogger(logger), WithListener(h.listener), WithRebalanceTimeout(3 * time.Second)}, opts...)
 	app, err := New(top, all...)
 	if err != nil {
 		h.t.Fatal(err)

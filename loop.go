@@ -829,7 +829,9 @@ func (a *App) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]i
 		if !t.restored {
 			a.stopRestoringLocked(t)
 		}
-		a.emit(Event{Kind: EventLastRecord, Task: t.id, Record: t.lastRecord})
+		if !t.lastAt.IsZero() {
+			a.emit(Event{Time: t.lastAt, Kind: EventLastRecord, Task: t.id, Record: t.lastRecord})
+		}
 		a.emit(Event{Kind: EventRevoked, Task: t.id})
 		a.log.Info("task revoked", "task", t.id, "processed", t.processed.Load())
 		a.closeTaskLocked(t)

@@ -30,6 +30,7 @@ type config struct {
 	acceptableLag  int64
 	heartbeat      time.Duration
 	session        time.Duration
+	rebalance      time.Duration
 	commitInterval time.Duration
 	drainTimeout   time.Duration
 	policy         assign.Policy
@@ -40,6 +41,7 @@ type config struct {
 	logger         *slog.Logger
 	registerer     prometheus.Registerer
 	listener       Listener
+	sinkConfigs    map[string]*string // non-nil: create missing sink topics with these configs
 }
 
 func defaults() config {
@@ -50,6 +52,7 @@ func defaults() config {
 		acceptableLag:  assign.DefaultAcceptableLag,
 		heartbeat:      200 * time.Millisecond,
 		session:        6 * time.Second,
+		rebalance:      10 * time.Second,
 		commitInterval: 200 * time.Millisecond,
 		drainTimeout:   60 * time.Second,
 		policy:         assign.Smooth,
@@ -97,6 +100,11 @@ func WithHeartbeatInterval(d time.Duration) Option { return func(c *config) { c.
 // instance holds its tasks before the group notices. Default 6s.
 func WithSessionTimeout(d time.Duration) Option { return func(c *config) { c.session = d } }
 
+// WithRebalanceTimeout sets how long a rebalance waits for every member to
+// rejoin; a member that died during a rebalance holds the group that long.
+// Default 10s.
+func WithRebalanceTimeout(d time.Duration) Option { return func(c *config) { c.rebalance = d } }
+
 // WithCommitInterval sets how often processed input is committed (after
 // the changelog writes it depends on are acknowledged). Default 200ms.
 func WithCommitInterval(d time.Duration) Option { return func(c *config) { c.commitInterval = d } }
@@ -136,6 +144,19 @@ func WithMetrics(r prometheus.Registerer) Option { return func(c *config) { c.re
 // must not block.
 func WithListener(l Listener) Option { return func(c *config) { c.listener = l } }
 
+// WithCreateSinks makes the App create output topics that are missing,
+// with the partition count of the subtopology writing them and the given
+// topic configs (e.g. {"cleanup.policy": "compact"}). By default a missing
+// output topic is an error at the first record sent to it.
+func WithCreateSinks(configs map[string]string) Option {
+	return func(c *config) {
+		c.sinkConfigs = map[string]*string{}
+		for k, v := range configs {
+			c.sinkConfigs[k] = &v
+		}
+	}
+}
+
 func (c *config) validate() error {
 	bad := func(option, format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrConfig, option, fmt.Sprintf(format, args...))
@@ -157,6 +178,8 @@ func (c *config) validate() error {
 		return bad("heartbeat interval", "must be > 0, got %v", c.heartbeat)
 	case c.session < 3*c.heartbeat:
 		return bad("session timeout", "must be at least 3 heartbeat intervals, got %v", c.session)
+	case c.rebalance < c.heartbeat:
+		return bad("rebalance timeout", "must be at least the heartbeat interval, got %v", c.rebalance)
 	case c.commitInterval <= 0:
 		return bad("commit interval", "must be > 0, got %v", c.commitInterval)
 	case c.drainTimeout < 0:

@@ -41,6 +41,7 @@ type task struct {
 	replayed   int64 // records restored after becoming active
 	first      bool  // first record processed since assigned
 	lastRecord time.Time
+	lastAt     time.Time // when the last record was processed
 
 	processed atomic.Int64
 	lag       atomic.Int64
@@ -213,8 +214,12 @@ func (a *App) process(t *task, recs []*kgo.Record) error {
 		if !t.first {
 			t.first = true
 			a.emit(Event{Kind: EventFirstRecord, Task: t.id, Record: r.Timestamp})
+			a.metrics.handover.Observe(time.Since(t.assignedAt).Seconds())
 		}
 		t.lastRecord = r.Timestamp
+	}
+	if len(recs) > 0 {
+		t.lastAt = time.Now()
 	}
 	a.metrics.processed.WithLabelValues(t.id).Add(float64(len(recs)))
 	return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -35,7 +36,11 @@ func main() {
 	if err == nil {
 		return
 	}
-	fmt.Fprintln(os.Stderr, "baton:", err)
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "baton") {
+		msg = "baton: " + msg
+	}
+	fmt.Fprintln(os.Stderr, msg)
 	var ee *exitError
 	if errors.As(err, &ee) {
 		os.Exit(ee.code)

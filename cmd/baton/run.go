@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/baton-streams/baton"
+	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/topology"
+)
+
+var runCmd = &cobra.Command{
+	Use:   "run APP",
+	Short: "Run one instance of a baton application (one process = one instance)",
+}
+
+var wordcountCmd = &cobra.Command{
+	Use:   "wordcount --brokers HOST:PORT --app-id ID --input TOPIC --output TOPIC --state-dir DIR",
+	Short: "Count words of text lines, exactly, with state that moves without stopping the world",
+	Long: `Each input record's value is a line of text; its words (strings.Fields) are
+repartitioned by word and counted in a state store. For every occurrence the
+word's new count is written to the output topic (key = word, value = count as
+decimal text). SIGTERM or SIGINT drains the instance: its tasks move to warm
+copies first, then it leaves. A second signal leaves at once.`,
+	Args: cobra.NoArgs,
+	RunE: runWordcount,
+}
+
+func init() {
+	f := wordcountCmd.Flags()
+	f.String("brokers", "", "Kafka brokers, HOST:PORT[,HOST:PORT] (required)")
+	f.String("app-id", "", "application id: the consumer group and internal topic prefix (required)")
+	f.String("input", "", "input topic of text lines (required)")
+	f.String("output", "", "output topic of word counts; created when missing (required)")
+	f.String("state-dir", "", "directory for local state; created when missing, locked while running (required)")
+	f.Int("workers", 1, "worker goroutines: the instance's capacity")
+	f.Int("standbys", 0, "standby replicas per stateful task")
+	f.Int("max-learners", assign.DefaultMaxLearners, "most learner tasks in the group at once")
+	f.Int64("acceptable-lag", assign.DefaultAcceptableLag, "records within which a copy of state counts as caught up")
+	f.String("policy", string(assign.Smooth), "assignment policy: smooth, cooperative or eager")
+	f.String("rack", "", "the instance's rack; standbys prefer other racks")
+	f.String("http", "", "serve /status, /metrics and / on this address (e.g. 127.0.0.1:0)")
+	f.String("guarantee", "at-least-once", "processing guarantee: at-least-once")
+	f.String("instance-id", "", "instance id (default: host-pid-random)")
+	f.Duration("heartbeat", 200*time.Millisecond, "group heartbeat interval")
+	f.Duration("session-timeout", 6*time.Second, "group session timeout")
+	f.Duration("drain-timeout", 60*time.Second, "longest a graceful stop waits for tasks to move")
+	for _, name := range []string{"brokers", "app-id", "input", "output", "state-dir"} {
+		_ = wordcountCmd.MarkFlagRequired(name)
+	}
+	runCmd.AddCommand(wordcountCmd)
+	rootCmd.AddCommand(runCmd)
+}
+
+func runWordcount(cmd *cobra.Command, _ []string) error {
+	f := cmd.Flags()
+	str := func(n string) string { v, _ := f.GetString(n); return v }
+	num := func(n string) int { v, _ := f.GetInt(n); return v }
+	dur := func(n string) time.Duration { v, _ := f.GetDuration(n); return v }
+	lag, _ := f.GetInt64("acceptable-lag")
+	for _, n := range []string{"brokers", "app-id", "input", "output", "state-dir"} {
+		if strings.TrimSpace(str(n)) == "" {
+			return usageErr(fmt.Errorf("--%s: must not be empty", n))
+		}
+	}
+	if g := str("guarantee"); g != "at-least-once" {
+		if g == "exactly-once" {
+			return usageErr(errors.New("--guarantee exactly-once: not supported by this build; use at-least-once"))
+		}
+		return usageErr(fmt.Errorf("--guarantee %q: want at-least-once", g))
+	}
+	policy, err := assign.ParsePolicy(str("policy"))
+	if err != nil {
+		return usageErr(fmt.Errorf("--policy: %w", err))
+	}
+	for _, n := range []string{"workers", "max-learners"} {
+		if num(n) < 1 {
+			return usageErr(fmt.Errorf("--%s: must be >= 1, got %d", n, num(n)))
+		}
+	}
+	if num("standbys") < 0 {
+		return usageErr(fmt.Errorf("--standbys: must be >= 0, got %d", num("standbys")))
+	}
+	if lag < 0 {
+		return usageErr(fmt.Errorf("--acceptable-lag: must be >= 0, got %d", lag))
+	}
+	top, err := topology.WordCount(str("app-id"), str("input"), str("output"))
+	if err != nil {
+		return usageErr(err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	opts := []baton.Option{
+		baton.WithBrokers(strings.Split(str("brokers"), ",")...), baton.WithAppID(str("app-id")),
+		baton.WithStateDir(str("state-dir")), baton.WithWorkers(num("workers")), baton.WithStandbys(num("standbys")),
+		baton.WithMaxLearners(num("max-learners")), baton.WithAcceptableLag(lag), baton.WithPolicy(policy),
+		baton.WithRack(str("rack")), baton.WithHeartbeatInterval(dur("heartbeat")), baton.WithSessionTimeout(dur("session-timeout")),
+		baton.WithDrainTimeout(dur("drain-timeout")), baton.WithLogger(logger), baton.WithMetrics(reg),
+		baton.WithCreateSinks(map[string]string{"cleanup.policy": "compact"}),
+	}
+	if id := str("instance-id"); id != "" {
+		opts = append(opts, baton.WithInstanceID(id))
+	}
+	var ln net.Listener
+	if addr := str("http"); addr != "" {
+		ln, err = net.Listen("tcp", addr)
+		if err != nil {
+			return usageErr(fmt.Errorf("--http %s: %w", addr, err))
+		}
+		opts = append(opts, baton.WithEndpoint(ln.Addr().String()))
+	}
+	app, err := baton.New(top, opts...)
+	if err != nil {
+		return usageErr(err)
+	}
+	if ln != nil {
+		srv := &http.Server{Handler: statusHandler(app, reg), ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(ln)
+		defer srv.Close()
+		fmt.Printf("http: listening on %s\n", ln.Addr())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-sig
+		logger.Info("signal: draining (send again to leave at once)")
+		cancel()
+		<-sig
+		logger.Info("second signal: leaving now")
+		app.Leave()
+	}()
+	return app.Run(ctx)
+}
+
+// statusHandler serves /status, /metrics and a page for people.
+func statusHandler(app *baton.App, reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(app.Status())
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		st := app.Status()
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, "<!doctype html><title>baton %s</title><meta http-equiv=refresh content=1><h1>%s / %s</h1><p>generation %d, leader %v, workers %d</p><table border=1><tr><th>task<th>role<th>lag<th>processed</tr>",
+			st.Instance, st.AppID, st.Instance, st.Generation, st.Leader, st.Workers)
+		for _, t := range st.Tasks {
+			fmt.Fprintf(w, "<tr><td>%s<td>%s<td>%d<td>%d</tr>", t.ID, t.Role, t.Lag, t.Processed)
+		}
+		fmt.Fprint(w, "</table><p><a href=/status>/status</a> <a href=/metrics>/metrics</a>")
+	})
+	return mux
+}

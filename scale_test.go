@@ -1,0 +1,374 @@
+package baton
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// flow produces lines until stopped, remembering every word's count.
+type flow struct {
+	h      *harness
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (h *harness) startFlow(every time.Duration) *flow {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &flow{h: h, cancel: cancel, done: make(chan struct{})}
+	h.t.Cleanup(f.stop)
+	go func() {
+		defer close(f.done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				h.wmu.Lock()
+				err := h.produceErr(20)
+				h.wmu.Unlock()
+				if err != nil {
+					return // the cluster is gone: the test ended
+				}
+			}
+		}
+	}()
+	return f
+}
+
+func (f *flow) stop() {
+	f.cancel()
+	<-f.done
+}
+
+
+// prefill writes n lines of distinct words so that every count task has
+// real state to restore.
+func (h *harness) prefill(n int) {
+	var recs []*kgo.Record
+	for i := range n {
+		w := "w" + strconv.Itoa(i)
+		h.words[w]++
+		recs = append(recs, &kgo.Record{Topic: h.input, Key: []byte(w), Value: []byte(w)})
+	}
+	if err := h.prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// eventually waits for cond, failing with what after timeout.
+func (h *harness) eventually(timeout time.Duration, what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// owners maps every task active on one of apps to its instance, and says
+// whether every task of the 4-partition wordcount is active somewhere.
+func owners(apps ...*running) (map[string]string, bool) {
+	out := map[string]string{}
+	for _, r := range apps {
+		for _, t := range r.app.Status().Tasks {
+			if t.Role == roleActive {
+				out[t.ID] = r.app.InstanceID()
+			}
+		}
+	}
+	return out, len(out) == 8
+}
+
+// balanced reports whether every app runs at least one stateful active.
+func balanced(apps ...*running) bool {
+	o, all := owners(apps...)
+	if !all {
+		return false
+	}
+	for _, r := range apps {
+		n := 0
+		for id, inst := range o {
+			if inst == r.app.InstanceID() && strings.HasPrefix(id, "1_") {
+				n++
+			}
+		}
+		if n == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (h *harness) eventsOn(instance string, kind EventKind) []Event {
+	var out []Event
+	for _, e := range h.eventsOf(kind) {
+		if e.Instance == instance {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// checkAtLeast verifies no count is below the occurrences produced.
+func (h *harness) waitAtLeast(timeout time.Duration) {
+	h.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		got := h.counts()
+		low := ""
+		for w, n := range h.words {
+			if got[w] < n {
+				low = fmt.Sprintf("%s: %d < %d", w, got[w], n)
+				break
+			}
+		}
+		if low == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("a count is lower than its occurrences (lost data): %s", low)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestScaleOut: a third instance joins while records flow. It restores as
+// a learner before any stateful task becomes active on it; tasks that do
+// not move are never revoked; each handed-over task needs at most
+// acceptable_lag records replayed; counts stay exact.
+func TestScaleOut(t *testing.T) {
+	h := newHarness(t, 4)
+	h.prefill(3000)
+	a, b := h.start("a"), h.start("b")
+	h.eventually(30*time.Second, "a and b to share the tasks", func() bool { return balanced(a, b) })
+	f := h.startFlow(20 * time.Millisecond)
+	h.mu.Lock()
+	since := len(h.events)
+	h.mu.Unlock()
+	c := h.start("c")
+	h.eventually(30*time.Second, "c to run stateful tasks", func() bool { return balanced(a, b, c) })
+	f.stop()
+	h.waitExact(30 * time.Second)
+
+	final, _ := owners(a, b, c)
+	learned := map[string]bool{}
+	for _, e := range h.eventsOn("c", EventLearner) {
+		learned[e.Task] = true
+	}
+	for _, e := range h.eventsOn("c", EventAssigned) {
+		if !strings.HasPrefix(e.Task, "1_") {
+			continue
+		}
+		if !learned[e.Task] {
+			t.Errorf("stateful task %s became active on c without a learner first", e.Task)
+		}
+		if e.Lag > 10 {
+			t.Errorf("task %s handed to c with lag %d > acceptable lag 10", e.Task, e.Lag)
+		}
+	}
+	for _, e := range h.eventsOf(EventRestored) {
+		if e.Instance == "c" && e.Replayed > 10 {
+			t.Errorf("task %s replayed %d records on c after the handover", e.Task, e.Replayed)
+		}
+	}
+	h.mu.Lock()
+	after := slices.Clone(h.events[since:])
+	h.mu.Unlock()
+	for _, e := range after {
+		if e.Kind == EventRevoked && e.Instance != "c" && final[e.Task] != "c" {
+			t.Errorf("task %s revoked from %s though it did not move to c (now on %s)", e.Task, e.Instance, final[e.Task])
+		}
+	}
+}
+
+// TestDrain: a draining instance hands its tasks to warm copies; nothing
+// is replayed from scratch, and counts stay exact.
+func TestDrain(t *testing.T) {
+	h := newHarness(t, 4)
+	h.prefill(3000)
+	a, b, c := h.start("a"), h.start("b"), h.start("c")
+	h.eventually(30*time.Second, "three instances to share the tasks", func() bool { return balanced(a, b, c) })
+	f := h.startFlow(20 * time.Millisecond)
+	before := len(h.eventsOf(EventAssigned))
+	c.stop(t)
+	h.eventually(30*time.Second, "a and b to own every task", func() bool { _, all := owners(a, b); return all })
+	f.stop()
+	h.waitExact(30 * time.Second)
+	for _, e := range h.eventsOf(EventAssigned)[before:] {
+		if strings.HasPrefix(e.Task, "1_") && e.Lag > 10 {
+			t.Errorf("task %s moved off the draining instance cold (lag %d)", e.Task, e.Lag)
+		}
+	}
+	for _, e := range h.eventsOf(EventRestored) {
+		if e.Replayed > 10 {
+			t.Errorf("task %s replayed %d records on %s", e.Task, e.Replayed, e.Instance)
+		}
+	}
+}
+
+// cutter is a dialer whose connections can all be cut at once: the
+// instance stops heartbeating as if it crashed.
+type cutter struct {
+	mu    sync.Mutex
+	cut   bool
+	conns []net.Conn
+}
+
+func (c *cutter) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cut {
+		return nil, fmt.Errorf("cut")
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, host)
+	if err == nil {
+		c.conns = append(c.conns, conn)
+	}
+	return conn, err
+}
+
+func (c *cutter) crash() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cut = true
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+}
+
+// TestCrash: an instance dies without leaving. Its tasks run elsewhere
+// after the session timeout; no count is lost. With a standby, its
+// stateful tasks go to the warm standby instead of restoring from zero.
+func TestCrash(t *testing.T) {
+	for _, standbys := range []int{0, 1} {
+		t.Run(fmt.Sprintf("standbys=%d", standbys), func(t *testing.T) {
+			h := newHarness(t, 4)
+			h.prefill(3000)
+			cut := &cutter{}
+			a := h.start("a", WithStandbys(standbys))
+			b := h.start("b", WithStandbys(standbys))
+			c := h.start("c", WithStandbys(standbys), WithKafkaOptions(kgo.Dialer(cut.dial)))
+			h.eventually(30*time.Second, "three instances to share the tasks", func() bool { return balanced(a, b, c) })
+			if standbys > 0 {
+				h.eventually(30*time.Second, "standbys to catch up", func() bool {
+					n := 0
+					for _, r := range []*running{a, b, c} {
+						for _, ts := range r.app.Status().Tasks {
+							if ts.Role == roleStandby && ts.Lag <= 10 {
+								n++
+							}
+						}
+					}
+					return n == 4
+				})
+			}
+			f := h.startFlow(20 * time.Millisecond)
+			lost, _ := owners(c)
+			before := len(h.eventsOf(EventAssigned))
+			cut.crash()
+			h.eventually(30*time.Second, "a and b to own every task", func() bool { _, all := owners(a, b); return all })
+			f.stop()
+			h.waitAtLeast(30 * time.Second)
+			for _, e := range h.eventsOf(EventAssigned)[before:] {
+				if _, was := lost[e.Task]; !was || !strings.HasPrefix(e.Task, "1_") {
+					continue
+				}
+				if standbys > 0 && e.Lag > 10 {
+					t.Errorf("orphan %s went to %s with lag %d though a standby was warm", e.Task, e.Instance, e.Lag)
+				}
+			}
+			c.app.Leave()
+		})
+	}
+}
+
+// TestLeaderCrashWhileLearning is the seed's second scenario: the leader
+// dies while a new instance warms a learner. The survivors reassign
+// everything; no count is lost.
+func TestLeaderCrashWhileLearning(t *testing.T) {
+	h := newHarness(t, 4)
+	h.prefill(20000)
+	cut := &cutter{}
+	a := h.start("a", WithKafkaOptions(kgo.Dialer(cut.dial)))
+	h.eventually(30*time.Second, "a to lead", func() bool { return a.app.Status().Leader })
+	b := h.start("b")
+	h.eventually(30*time.Second, "a and b to share the tasks", func() bool { return balanced(a, b) })
+	h.mu.Lock()
+	crashed := make(chan struct{})
+	prev := len(h.events)
+	h.mu.Unlock()
+	go func() { // crash the leader as soon as c starts learning
+		for {
+			h.mu.Lock()
+			learning := false
+			for _, e := range h.events[prev:] {
+				learning = learning || (e.Kind == EventLearner && e.Instance == "c")
+			}
+			h.mu.Unlock()
+			if learning {
+				cut.crash()
+				close(crashed)
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	c := h.start("c")
+	select {
+	case <-crashed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("c never started a learner")
+	}
+	f := h.startFlow(20 * time.Millisecond)
+	h.eventually(40*time.Second, "b and c to own every task", func() bool { return balanced(b, c) })
+	f.stop()
+	h.waitAtLeast(30 * time.Second)
+	a.app.Leave()
+}
+
+// TestExactAfterJoinsAndDrains: a run with several graceful joins and
+// drains ends with every count exact.
+func TestExactAfterJoinsAndDrains(t *testing.T) {
+	h := newHarness(t, 4)
+	h.prefill(2000)
+	a := h.start("a")
+	f := h.startFlow(20 * time.Millisecond)
+	b := h.start("b")
+	h.eventually(30*time.Second, "a and b", func() bool { return balanced(a, b) })
+	c := h.start("c")
+	h.eventually(30*time.Second, "a, b and c", func() bool { return balanced(a, b, c) })
+	a.stop(t)
+	d := h.start("d")
+	h.eventually(30*time.Second, "b, c and d", func() bool { return balanced(b, c, d) })
+	b.stop(t)
+	h.eventually(30*time.Second, "c and d", func() bool { return balanced(c, d) })
+	f.stop()
+	h.waitExact(30 * time.Second)
+	ids := []string{}
+	for _, e := range h.eventsOf(EventLeaving) {
+		ids = append(ids, e.Instance)
+	}
+	slices.Sort(ids)
+	if !slices.Equal(ids, []string{"a", "b"}) {
+		t.Errorf("drained instances = %v, want [a b]", ids)
+	}
+}
