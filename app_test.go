@@ -27,7 +27,7 @@ type harness struct {
 	input   string
 	output  string
 	words   map[string]int64 // occurrences produced so far
-	mu      sync.Mutex // guards events
+	mu      sync.Mutex       // guards events
 	events  []Event
 	wmu     sync.Mutex // guards words while a flow produces
 	prod    *kgo.Client

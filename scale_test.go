@@ -56,7 +56,6 @@ func (f *flow) stop() {
 	<-f.done
 }
 
-
 // prefill writes n lines of distinct words so that every count task has
 // real state to restore.
 func (h *harness) prefill(n int) {
