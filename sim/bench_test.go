@@ -3,6 +3,9 @@ package sim
 import (
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/baton-streams/baton/assign"
 )
 
 // scaleScenario is the scale goal's shape at 1/scale of its size.
@@ -28,7 +31,17 @@ func BenchmarkScaleOut(b *testing.B) {
 		}
 		for _, name := range PolicyNames {
 			pol, _ := ParsePolicy(name)
+			// Time the assignor apart from the simulator around it.
+			var inAssign time.Duration
+			inner := pol.Assign
+			pol.Assign = func(s assign.State) (assign.Plan, error) {
+				start := time.Now()
+				p, err := inner(s)
+				inAssign += time.Since(start)
+				return p, err
+			}
 			b.Run(size.name+"/"+name, func(b *testing.B) {
+				inAssign = 0
 				for range b.N {
 					r, err := Run(sc, pol, Options{})
 					if err != nil {
@@ -36,6 +49,7 @@ func BenchmarkScaleOut(b *testing.B) {
 					}
 					b.ReportMetric(r.TimeToBalance.Seconds(), "sim-s-to-balance")
 					b.ReportMetric(float64(r.Rebalances), "rebalances")
+					b.ReportMetric(inAssign.Seconds()/float64(b.N), "assign-s/op")
 				}
 			})
 		}

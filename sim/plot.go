@@ -65,15 +65,28 @@ func WritePlot(w io.Writer, title string, rs []*Result) error {
 			var pts []string
 			xOf := func(t time.Duration) float64 { return float64(left) + plotW*float64(t)/float64(end) }
 			yOf := func(v int) float64 { return y0 + panelH - float64(panelH)*float64(v)/ymaxF }
-			prev := 0
-			for i, p := range r.Series {
-				v := panel.val(p)
-				if i > 0 {
-					pts = append(pts, fmt.Sprintf("%.1f,%.1f", xOf(p.At), yOf(prev)))
+			// A step line, at most a few points per pixel column: within a
+			// column only the peak and the last value show.
+			prev, col := 0, -1
+			peak, last := 0, 0
+			flush := func() {
+				if col < 0 {
+					return
 				}
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", xOf(p.At), yOf(v)))
-				prev = v
+				x := float64(left) + float64(col)
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, yOf(prev)), fmt.Sprintf("%.1f,%.1f", x, yOf(peak)), fmt.Sprintf("%.1f,%.1f", x, yOf(last)))
+				prev = last
 			}
+			for _, p := range r.Series {
+				v := panel.val(p)
+				c := int(xOf(p.At)) - left
+				if c != col {
+					flush()
+					col, peak = c, v
+				}
+				peak, last = max(peak, v), v
+			}
+			flush()
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", xOf(end), yOf(prev)))
 			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", color, strings.Join(pts, " "))
 			if pi == 0 {

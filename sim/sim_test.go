@@ -2,12 +2,14 @@ package sim
 
 import (
 	"bytes"
+	"encoding/xml"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden traces in testdata/golden")
@@ -211,5 +213,39 @@ func TestSeedScenarios(t *testing.T) {
 	}
 	if !r.Balanced {
 		t.Errorf("seed 3: not balanced at the end")
+	}
+}
+
+// TestPlot: the plot is well-formed XML with one line per run and panel,
+// and stays small however long the series.
+func TestPlot(t *testing.T) {
+	sc := loadScenario(t, "../scenarios/scale-out.txt")
+	var rs []*Result
+	for _, name := range PolicyNames {
+		pol, _ := ParsePolicy(name)
+		r, err := Run(sc, pol, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	long := *rs[0]
+	for i := range 100000 {
+		long.Series = append(long.Series, Point{At: long.End + time.Duration(i)*time.Millisecond, Unavailable: i % 7})
+	}
+	long.End += 100 * time.Second
+	rs = append(rs, &long)
+	var b bytes.Buffer
+	if err := WritePlot(&b, "scale <out>", rs); err != nil {
+		t.Fatal(err)
+	}
+	if err := xml.Unmarshal(b.Bytes(), new(struct{})); err != nil {
+		t.Fatalf("not XML: %v", err)
+	}
+	if n := strings.Count(b.String(), "<polyline"); n != 2*len(rs) {
+		t.Errorf("%d polylines, want %d", n, 2*len(rs))
+	}
+	if b.Len() > 200000 {
+		t.Errorf("plot of %d points is %d bytes", len(long.Series), b.Len())
 	}
 }
