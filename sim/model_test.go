@@ -1,0 +1,99 @@
+package sim
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func runText(t *testing.T, policy, text string) *Result {
+	t.Helper()
+	sc, err := ParseString("test", text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := ParsePolicy(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(sc, pol, Options{Detail: true, Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func entryAt(r *Result, kind, text string) (time.Duration, bool) {
+	for _, e := range r.Timeline {
+		if e.Kind == kind && strings.Contains(e.Text, text) {
+			return e.At, true
+		}
+	}
+	return 0, false
+}
+
+// TestRestoreArithmetic follows one learner by hand: placed when the
+// join's round completes (heartbeat + join + sync), ready when its lag
+// reaches acceptable_lag at the instance's restore rate, handed over in
+// a rejoin round and its follow-up.
+func TestRestoreArithmetic(t *testing.T) {
+	r := runText(t, "smooth", `
+timing heartbeat=3s join=100ms sync=100ms
+config acceptable_lag=10000
+task T1 T2 state=1e5 rate=0
+instance A active=T1,T2 restore=1e4
+at 10s join B restore=1e4
+`)
+	want := []struct {
+		kind, text string
+		at         time.Duration
+	}{
+		{"learner", "B learns T", 13200 * time.Millisecond},
+		{"ready", "B learner T", 22200 * time.Millisecond}, // (1e5 - 1e4) / 1e4 = 9s later
+		{"revoke", "A gives up T", 25400 * time.Millisecond},
+		{"active", "B runs T", 25600 * time.Millisecond}, // follow-up: join + sync
+	}
+	for _, w := range want {
+		at, ok := entryAt(r, w.kind, w.text)
+		if !ok || at != w.at {
+			t.Errorf("%s %q at %v (found %v), want %v", w.kind, w.text, at, ok, w.at)
+		}
+	}
+	if r.RestoredCritical != 0 || math.Abs(r.UnavailableTaskSeconds-0.2) > 1e-9 || !r.Balanced {
+		t.Errorf("critical %v, unavailable %v s, balanced %v; want 0, 0.2 (one follow-up round), true", r.RestoredCritical, r.UnavailableTaskSeconds, r.Balanced)
+	}
+}
+
+// TestEagerStopsTheWorld: under eager every task pauses from the moment
+// members notice the rebalance until the plan is applied.
+func TestEagerStopsTheWorld(t *testing.T) {
+	r := runText(t, "eager", `
+timing heartbeat=3s join=100ms sync=100ms
+task T1 T2 state=1e5 rate=0
+instance A active=T1,T2 restore=1e4
+at 10s join B restore=1e4
+`)
+	if r.MaxUnavailable != 2 || r.UnavailableTaskSeconds < 0.4-1e-9 {
+		t.Errorf("most unavailable %d, task-seconds %v; want 2 and at least 0.4", r.MaxUnavailable, r.UnavailableTaskSeconds)
+	}
+}
+
+// TestCrashWaitsForSessionTimeout: the group acts on a crash only once the
+// session timeout expels the member; the task is unavailable all along.
+func TestCrashWaitsForSessionTimeout(t *testing.T) {
+	r := runText(t, "smooth", `
+timing heartbeat=1s join=100ms sync=100ms session=20s
+task T1 T2 state=1e5 rate=0
+instance A active=T1 standby=T2 restore=1e4
+instance B active=T2 standby=T1 restore=1e4
+at 10s crash A
+`)
+	at, ok := entryAt(r, "active", "B runs T1, caught up")
+	if want := 31200 * time.Millisecond; !ok || at != want {
+		t.Errorf("T1 back at %v (found %v), want %v: crash + session + heartbeat + join + sync", at, ok, want)
+	}
+	if math.Abs(r.UnavailableTaskSeconds-21.2) > 1e-9 {
+		t.Errorf("unavailable %v task-seconds, want 21.2", r.UnavailableTaskSeconds)
+	}
+}
