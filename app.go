@@ -68,6 +68,10 @@ type App struct {
 	running    atomic.Bool
 	rejoin     atomic.Bool // a learner became ready: rejoin after this iteration
 	workers    []*worker
+	// view is the task list Status reads; groupClient is a.group for
+	// readers that must not take mu.
+	view        atomic.Pointer[[]taskView]
+	groupClient atomic.Pointer[kgo.Client]
 }
 
 type storeRef struct {
@@ -232,6 +236,7 @@ func (a *App) open() error {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	a.group, a.restore, a.admin = group, restore, kadm.NewClient(group)
+	a.groupClient.Store(group)
 	return nil
 }
 
@@ -249,6 +254,7 @@ func (a *App) close() {
 	for _, t := range a.tasks {
 		a.closeTaskLocked(t)
 	}
+	a.publishSnapshotLocked()
 	a.mu.Unlock()
 	a.restore.Close()
 	a.group.Close()

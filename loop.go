@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,9 +74,11 @@ func (a *App) loop(ctx context.Context) error {
 		}
 		if time.Since(lastCommit) >= a.cfg.commitInterval {
 			lastCommit = time.Now()
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			a.mu.Lock()
-			err := a.commitLocked(a.activeTasksLocked())
+			err := a.commitLocked(cctx, a.activeTasksLocked())
 			a.mu.Unlock()
+			cancel()
 			if err != nil {
 				a.log.Warn("commit failed; retrying at the next interval", "err", err)
 			}
@@ -99,6 +102,7 @@ func (a *App) abort(err error) error {
 		a.closeTaskLocked(t)
 		delete(a.tasks, t.id)
 	}
+	a.publishSnapshotLocked()
 	a.mu.Unlock()
 	a.log.Error("stopping", "err", err)
 	return err
@@ -112,16 +116,16 @@ func (a *App) startLeaving() {
 	a.group.ForceRebalance()
 }
 
-// leave commits everything and leaves the group.
+// leave commits everything and leaves the group, within 10 s in all.
 func (a *App) leave() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	a.mu.Lock()
-	err := a.commitLocked(a.activeTasksLocked())
+	err := a.commitLocked(ctx, a.activeTasksLocked())
 	a.mu.Unlock()
 	if err != nil {
 		a.log.Warn("final commit", "err", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	if err := a.group.LeaveGroupContext(ctx); err != nil {
 		a.log.Warn("leaving the group", "err", err)
 	}
@@ -210,7 +214,7 @@ func (a *App) dispatch(fetches kgo.Fetches, backlog map[string][]*kgo.Record) er
 // for every produced record (changelog, repartition, output) to be
 // acknowledged, apply each store's pending writes with the acknowledged
 // changelog offset, then commit the input offsets.
-func (a *App) commitLocked(tasks []*task) error {
+func (a *App) commitLocked(ctx context.Context, tasks []*task) error {
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	dirty := false
 	for _, t := range tasks {
@@ -228,8 +232,6 @@ func (a *App) commitLocked(tasks []*task) error {
 		return nil
 	}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	if err := a.group.Flush(ctx); err != nil {
 		return fmt.Errorf("baton: flushing produced records: %w", err)
 	}
@@ -644,6 +646,11 @@ func (a *App) publishSnapshotLocked() {
 		}
 	}
 	a.snapshot.Store(snap)
+	view := make([]taskView, 0, len(a.tasks))
+	for _, t := range a.tasks {
+		view = append(view, taskView{t: t, role: t.role})
+	}
+	a.view.Store(&view)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -728,8 +735,14 @@ func (s *self) Led(generation int32, st assign.State, plan assign.Plan) {
 		ps.Instances = append(ps.Instances, PlanInstance{ID: member.InstanceOf(ip.ID), Leaving: leaving[ip.ID],
 			Active: strs(ip.Active), Standby: strs(ip.Standby), Learner: strs(ip.Learner), Revoked: strs(ip.Revoked)})
 	}
+	// Reasons name instances by their assignor keys (id#member); show ids.
+	var names []string
+	for _, in := range st.Instances {
+		names = append(names, in.ID, member.InstanceOf(in.ID))
+	}
+	short := strings.NewReplacer(names...)
 	for _, r := range plan.Reasons {
-		ps.Reasons = append(ps.Reasons, fmt.Sprintf("%s %s on %s: %s", r.Kind, r.Task, member.InstanceOf(r.Instance), r.Why))
+		ps.Reasons = append(ps.Reasons, fmt.Sprintf("%s %s on %s: %s", r.Kind, r.Task, member.InstanceOf(r.Instance), short.Replace(r.Why)))
 	}
 	a.lastPlan.Store(ps)
 	moved, learners := 0, 0
@@ -822,7 +835,9 @@ func (a *App) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]i
 	if len(gone) == 0 {
 		return
 	}
-	if err := a.commitLocked(gone); err != nil {
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.commitLocked(cctx, gone); err != nil {
 		a.log.Error("commit before revoke failed; the next owner replays from the last commit", "err", err)
 	}
 	for _, t := range gone {

@@ -96,21 +96,32 @@ func owners(apps ...*running) (map[string]string, bool) {
 	return out, len(out) == 8
 }
 
-// balanced reports whether every app runs at least one stateful active.
+// balanced reports whether the apps run every task, each its share of
+// the 4 stateful and 4 stateless tasks (within one), with no learner left.
 func balanced(apps ...*running) bool {
 	o, all := owners(apps...)
 	if !all {
 		return false
 	}
+	lo, hi := 4/len(apps), (4+len(apps)-1)/len(apps)
 	for _, r := range apps {
-		n := 0
+		stateful, stateless := 0, 0
 		for id, inst := range o {
-			if inst == r.app.InstanceID() && strings.HasPrefix(id, "1_") {
-				n++
+			switch {
+			case inst != r.app.InstanceID():
+			case strings.HasPrefix(id, "1_"):
+				stateful++
+			default:
+				stateless++
 			}
 		}
-		if n == 0 {
+		if stateful < lo || stateful > hi || stateless < lo || stateless > hi {
 			return false
+		}
+		for _, t := range r.app.Status().Tasks {
+			if t.Role == roleLearner {
+				return false
+			}
 		}
 	}
 	return true

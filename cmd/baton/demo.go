@@ -1,85 +1,497 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"sort"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
-	"github.com/baton-streams/baton/assign"
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton"
+	"github.com/baton-streams/baton/cluster"
+	"github.com/baton-streams/baton/topology"
 )
 
 var demoCmd = &cobra.Command{
 	Use:   "demo",
-	Short: "Show a group scaling out and losing its leader, round by round",
-	Args:  cobra.NoArgs,
+	Short: "Watch a stateful group scale out while records flow, on an embedded cluster",
+	Long: `demo starts an embedded Kafka-compatible cluster, a producer of text lines and
+two wordcount instances with real state (Pebble, in a temporary directory).
+While records flow, a third instance joins: it warms learners, and tasks move
+to it in cooperative handovers. The demo prints what happens as it happens,
+then the handover gap of every moved task, and checks every count.`,
+	Args: cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
-		return runAssignorDemo(os.Stdout)
+		return runDemo(cmd.Context(), os.Stdout)
 	},
 }
 
 func init() { rootCmd.AddCommand(demoCmd) }
 
-// runAssignorDemo plays the seed's first two scenarios through the
-// assignor: S4 joins a group of three and warms a learner; then S1 crashes
-// before the learner is ready.
-func runAssignorDemo(w io.Writer) error {
-	state := assign.State{
-		Config: assign.Config{Standbys: 0, MaxLearners: 2, AcceptableLag: 100},
-		Tasks:  []assign.Task{{ID: "T1", Stateful: true, Load: 1}, {ID: "T2", Stateful: true, Load: 1}, {ID: "T3", Stateful: true, Load: 1}, {ID: "T4", Stateful: true, Load: 1}, {ID: "T5", Stateful: true, Load: 1}},
-		Instances: []assign.Instance{
-			{ID: "S1", Capacity: 1, Active: []assign.TaskID{"T1", "T2"}, Lag: map[assign.TaskID]int64{"T1": 0, "T2": 0}},
-			{ID: "S2", Capacity: 1, Active: []assign.TaskID{"T3", "T4"}, Lag: map[assign.TaskID]int64{"T3": 0, "T4": 0}},
-			{ID: "S3", Capacity: 1, Active: []assign.TaskID{"T5"}, Lag: map[assign.TaskID]int64{"T5": 0}},
-			{ID: "S4", Capacity: 1, Lag: map[assign.TaskID]int64{}},
-		},
+// demo is one run of the demo: the cluster, the instances, the producer and
+// what was seen.
+type demo struct {
+	out     io.Writer
+	start   time.Time
+	brokers []string
+	dir     string
+
+	mu     sync.Mutex
+	events []baton.Event
+	words  map[string]int64
+	joinAt time.Time // when i3 joined; the story starts here
+	quiet  bool      // the summary is printed: stop narrating
+	apps   map[string]*baton.App
+	stops  map[string]context.CancelFunc
+	dones  map[string]chan error
+}
+
+func (d *demo) say(format string, args ...any) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.quiet {
+		return
 	}
-	round := func(title string) (assign.Plan, error) {
-		fmt.Fprintf(w, "\n== %s\n", title)
-		plan, err := assign.Assign(state, assign.Smooth)
-		if err != nil {
-			return plan, err
-		}
-		for _, r := range plan.Reasons {
-			fmt.Fprintf(w, "  %s %s on %s: %s\n", r.Kind, r.Task, r.Instance, r.Why)
-		}
-		for _, ip := range plan.Instances {
-			fmt.Fprintf(w, "  %-3s active=%-10s learner=%-6s revoked=%s\n", ip.ID, join(ip.Active), join(ip.Learner), join(ip.Revoked))
-		}
-		// Everyone does what the plan says.
-		for k := range state.Instances {
-			in := &state.Instances[k]
-			ip, _ := plan.Instance(in.ID)
-			in.Active, in.Standby, in.Learner = ip.Active, ip.Standby, ip.Learner
-			for _, t := range ip.Active {
-				in.Lag[t] = 0
-			}
-		}
-		return plan, nil
+	fmt.Fprintf(d.out, "%6.1fs  %s\n", time.Since(d.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func runDemo(ctx context.Context, out io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
 	}
-	fmt.Fprintln(w, "baton demo: the assignor on the seed's scenarios (S1..S4 are instances, T1..T5 stateful tasks)")
-	if _, err := round("S4 joins: actives stay put, S4 warms a learner for a task of the busiest instance"); err != nil {
-		return err
-	}
-	state.Instances[3].Lag["T1"] = 8000
-	fmt.Fprintln(w, "\n  S4 has restored part of T1 (lag 8000, acceptable 100) when S1, the leader, crashes.")
-	state.Instances = state.Instances[1:]
-	if _, err := round("S1 crashed: its tasks are orphans; T1 goes to its only warm copy, T2 to the lightest instance"); err != nil {
-		return err
-	}
-	plan, err := round("Next round: nothing moves, the group is balanced 2/2/1")
+	d := &demo{out: out, start: time.Now(), words: map[string]int64{}, apps: map[string]*baton.App{},
+		stops: map[string]context.CancelFunc{}, dones: map[string]chan error{}}
+	dir, err := os.MkdirTemp("", "baton-demo-")
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nfollow-up needed: %v. Run `baton assign --explain < state.json` on your own group state.\n", plan.Followup)
+	defer os.RemoveAll(dir)
+	d.dir = dir
+	c, err := cluster.Start("127.0.0.1:0", 1)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	d.brokers = c.Addrs()
+	fmt.Fprintln(out, "baton demo: wordcount on an embedded cluster; a third instance joins while records flow.")
+
+	fmt.Fprintln(out, "Tasks 0_p split lines (stateless); tasks 1_p count words in a Pebble store (stateful).")
+	fmt.Fprintln(out)
+	d.say("cluster ready at %s", strings.Join(d.brokers, ","))
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, "lines"); err != nil {
+		return err
+	}
+	if _, err := adm.CreateTopic(ctx, partitions, 1, compact, "counts"); err != nil {
+		return err
+	}
+	// Real state: every count task starts with thousands of words.
+	var recs []*kgo.Record
+	for i := range distinct {
+		w := "w" + strconv.Itoa(i)
+		d.words[w]++
+		recs = append(recs, &kgo.Record{Topic: "lines", Key: []byte(w), Value: []byte(w)})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		return err
+	}
+	d.say("produced %d distinct words: the counts' state to move", distinct)
+
+	defer d.stopAll()
+	for _, id := range []string{"i1", "i2"} {
+		if err := d.startInstance(id); err != nil {
+			return err
+		}
+	}
+	if err := d.waitFor(ctx, 40*time.Second, "i1 and i2 to share the work", func() bool { return d.balanced("i1", "i2") }); err != nil {
+		return err
+	}
+	d.say("i1 and i2 run all %d tasks; starting a steady producer (about 1000 lines/s)", 2*partitions)
+
+	pctx, stopProducer := context.WithCancel(ctx)
+	produced := make(chan error, 1)
+	go func() { produced <- d.produce(pctx, cl) }()
+	time.Sleep(3 * time.Second)
+
+	d.say("i3 joins the group")
+	joinAt := time.Now()
+	d.mu.Lock()
+	d.joinAt = joinAt
+	d.mu.Unlock()
+	if err := d.startInstance("i3"); err != nil {
+		stopProducer()
+		return err
+	}
+	watch, stopWatch := context.WithCancel(ctx)
+	go d.watchLearners(watch)
+	err = d.waitFor(ctx, 40*time.Second, "i3 to take its share", func() bool { return d.balanced("i1", "i2", "i3") && d.noLearners() })
+	stopWatch()
+	if err != nil {
+		stopProducer()
+		return err
+	}
+	balancedIn := time.Since(joinAt)
+	d.say("balanced: every instance runs its share, no learner left (%.1fs after the join)", balancedIn.Seconds())
+	time.Sleep(3 * time.Second)
+	stopProducer()
+	if err := <-produced; err != nil {
+		return err
+	}
+	d.say("producer stopped; checking every count")
+	got, err := d.verify(ctx)
+	if err != nil {
+		return err
+	}
+	d.summary(got, balancedIn)
 	return nil
 }
 
-func join(ids []assign.TaskID) string {
-	s := make([]string, len(ids))
-	for i, id := range ids {
-		s[i] = string(id)
+func (d *demo) startInstance(id string) error {
+	top, err := topology.WordCount("demo", "lines", "counts")
+	if err != nil {
+		return err
 	}
-	return "[" + strings.Join(s, ",") + "]"
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	app, err := baton.New(top, baton.WithBrokers(d.brokers...), baton.WithAppID("demo"), baton.WithInstanceID(id),
+		baton.WithStateDir(d.dir+"/"+id), baton.WithAcceptableLag(100), baton.WithLogger(quiet),
+		baton.WithSessionTimeout(3*time.Second), baton.WithRebalanceTimeout(5*time.Second), baton.WithListener(d.listen))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	d.mu.Lock()
+	d.apps[id], d.stops[id], d.dones[id] = app, cancel, done
+	d.mu.Unlock()
+	go func() { done <- app.Run(ctx) }()
+	return nil
+}
+
+func (d *demo) stopAll() {
+	d.mu.Lock()
+	ids := make([]string, 0, len(d.apps))
+	for id := range d.apps {
+		ids = append(ids, id)
+	}
+	d.mu.Unlock()
+	for _, id := range ids {
+		d.stops[id]()
+		d.apps[id].Leave()
+	}
+	for _, id := range ids {
+		select {
+		case <-d.dones[id]:
+		case <-time.After(20 * time.Second):
+		}
+	}
+}
+
+// listen prints what matters as it happens.
+func (d *demo) listen(e baton.Event) {
+	d.mu.Lock()
+	d.events = append(d.events, e)
+	app := d.apps[e.Instance]
+	story := !d.joinAt.IsZero()
+	d.mu.Unlock()
+	if !story {
+		return
+	}
+	switch e.Kind {
+	case baton.EventLeader:
+		if app == nil {
+			return
+		}
+		if p := app.Status().Plan; p != nil {
+			for _, r := range p.Reasons {
+				if strings.HasPrefix(r, "learner ") || strings.HasPrefix(r, "revoke ") || strings.HasPrefix(r, "orphan ") {
+					d.say("leader %s: %s", e.Instance, r)
+				}
+			}
+		}
+	case baton.EventLearner:
+		d.say("%s starts a learner for %s: restoring %d records from the changelog while the owner keeps processing", e.Instance, e.Task, e.Lag)
+	case baton.EventLearnerReady:
+		d.say("%s: learner %s is caught up (lag %d); %s rejoins at once", e.Instance, e.Task, e.Lag, e.Instance)
+	case baton.EventRevoked:
+		d.say("%s commits and hands over %s", e.Instance, e.Task)
+	case baton.EventAssigned:
+		d.say("%s runs %s (%s, lag %d)", e.Instance, e.Task, e.Detail, e.Lag)
+	}
+}
+
+// watchLearners prints learners' progress twice a second.
+func (d *demo) watchLearners(ctx context.Context) {
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		d.mu.Lock()
+		app := d.apps["i3"]
+		d.mu.Unlock()
+		var parts []string
+		for _, t := range app.Status().Tasks {
+			if t.Role == "learner" {
+				parts = append(parts, fmt.Sprintf("%s lag %d", t.ID, t.Lag))
+			}
+		}
+		if len(parts) > 0 {
+			d.say("i3 learners: %s", strings.Join(parts, ", "))
+		}
+	}
+}
+
+// distinct is the number of distinct words the demo starts with: the
+// state the counts carry (about 75,000 keys per count task).
+const distinct = 300000
+
+// partitions of the input: 2 tasks each (split, count).
+const partitions = 6
+
+func (d *demo) produce(ctx context.Context, cl *kgo.Client) error {
+	vocab := strings.Fields("stream state task learner standby active instance worker kafka baton group plan move warm cold handover")
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	n := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		var recs []*kgo.Record
+		d.mu.Lock()
+		for range 20 {
+			line := []string{vocab[n%len(vocab)], vocab[(n*7)%len(vocab)], "w" + strconv.Itoa(n%distinct)}
+			for _, w := range line {
+				d.words[w]++
+			}
+			recs = append(recs, &kgo.Record{Topic: "lines", Key: []byte(strconv.Itoa(n)), Value: []byte(strings.Join(line, " "))})
+			n++
+		}
+		d.mu.Unlock()
+		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			return fmt.Errorf("producing: %w", err)
+		}
+	}
+}
+
+func (d *demo) owners(ids ...string) map[string]string {
+	out := map[string]string{}
+	for _, id := range ids {
+		d.mu.Lock()
+		app := d.apps[id]
+		d.mu.Unlock()
+		for _, t := range app.Status().Tasks {
+			if t.Role == "active" {
+				out[t.ID] = id
+			}
+		}
+	}
+	return out
+}
+
+func (d *demo) balanced(ids ...string) bool {
+	o := d.owners(ids...)
+	if len(o) != 2*partitions {
+		return false
+	}
+	for _, id := range ids {
+		n := 0
+		for task, owner := range o {
+			if owner == id && strings.HasPrefix(task, "1_") {
+				n++
+			}
+		}
+		if n == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (d *demo) noLearners() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, app := range d.apps {
+		for _, t := range app.Status().Tasks {
+			if t.Role == "learner" {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (d *demo) waitFor(ctx context.Context, timeout time.Duration, what string, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("demo: timed out waiting for %s", what)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// verify waits until the output topic holds exactly the produced counts.
+func (d *demo) verify(ctx context.Context) (int, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, err := readCounts(ctx, d.brokers, "counts")
+		if err != nil {
+			return 0, err
+		}
+		bad := ""
+		d.mu.Lock()
+		for w, n := range d.words {
+			if got[w] != n {
+				bad = fmt.Sprintf("%s: got %d, want %d", w, got[w], n)
+				break
+			}
+		}
+		words := len(d.words)
+		d.mu.Unlock()
+		if bad == "" {
+			return words, nil
+		}
+		if time.Now().After(deadline) {
+			return 0, errors.New("demo: counts are wrong: " + bad)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// readCounts reads a count topic to its end: the last value per key.
+func readCounts(ctx context.Context, brokers []string, topic string) (map[string]int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	out := map[string]int64{}
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for len(want) > 0 {
+		f := cl.PollFetches(rctx)
+		if rctx.Err() != nil {
+			return nil, fmt.Errorf("reading %s: %w", topic, rctx.Err())
+		}
+		f.EachRecord(func(r *kgo.Record) {
+			n, _ := strconv.ParseInt(string(r.Value), 10, 64)
+			out[string(r.Key)] = n
+			if r.Offset+1 >= want[r.Partition] {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return out, nil
+}
+
+// summary prints the handover of every moved task and the result.
+func (d *demo) summary(words int, balancedIn time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.quiet = true
+	type move struct {
+		task, from, to string
+		last, first    time.Time
+		lag            int64
+		replayed       int64
+	}
+	moves := map[string]*move{}
+	for _, e := range d.events {
+		if e.Time.Before(d.joinAt) {
+			continue
+		}
+		m := moves[e.Task]
+		if m == nil && (e.Kind == baton.EventLastRecord || e.Kind == baton.EventAssigned) {
+			m = &move{task: e.Task}
+			moves[e.Task] = m
+		}
+		switch e.Kind {
+		case baton.EventLastRecord:
+			m.from, m.last = e.Instance, e.Time
+		case baton.EventAssigned:
+			m.to, m.lag = e.Instance, e.Lag
+		case baton.EventFirstRecord:
+			if m != nil && e.Instance == m.to && m.first.IsZero() {
+				m.first = e.Time
+			}
+		case baton.EventRestored:
+			if m != nil {
+				m.replayed = e.Replayed
+			}
+		}
+	}
+	fmt.Fprintln(d.out)
+	fmt.Fprintln(d.out, "Handovers (gap: last record processed by the old owner to the first by the new one):")
+	fmt.Fprintf(d.out, "  %-5s %-4s %-4s %10s %8s %10s\n", "task", "from", "to", "gap", "lag", "replayed")
+	ids := make([]string, 0, len(moves))
+	for id := range moves {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		m := moves[id]
+		if m.from == "" || m.to == "" {
+			continue
+		}
+		gap := "-"
+		if !m.first.IsZero() && !m.last.IsZero() {
+			gap = m.first.Sub(m.last).Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(d.out, "  %-5s %-4s %-4s %10s %8d %10d\n", m.task, m.from, m.to, gap, m.lag, m.replayed)
+	}
+	fmt.Fprintln(d.out)
+	fmt.Fprintln(d.out, "Records processed per instance:")
+	ids = ids[:0]
+	for id := range d.apps {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		var n int64
+		for _, t := range d.apps[id].Status().Tasks {
+			n += t.Processed
+		}
+		fmt.Fprintf(d.out, "  %s  %d\n", id, n)
+	}
+	fmt.Fprintln(d.out)
+	fmt.Fprintf(d.out, "Verified: all %d words have exactly the count of their occurrences. Time to balance after the join: %.1fs.\n", words, balancedIn.Seconds())
 }
