@@ -28,6 +28,10 @@ type planner struct {
 	standby   [][]int
 	moveSeq   []int // task -> order in which its last move was decided (0: never)
 	forced    []bool
+	// again is set when orphans placed this round left a bucket out of
+	// balance: they cannot move in the round that placed them, so the
+	// plan asks for a follow-up in which they can.
+	again bool
 	pinned    []bool      // task -> positioned at its kept learner; the balance may not move it
 	cause     []moveCause // task -> why its position moved away from its owner
 	seq       int
@@ -61,9 +65,12 @@ func planIncremental(g *group, policy Policy) Plan {
 	for _, stateful := range []bool{true, false} {
 		b := newBucket(g, stateful)
 		p.position(b)
-		p.orphans(b)
+		placed := p.orphans(b)
 		p.drain(b)
 		p.balance(b)
+		if placed > 0 && !b.balanced() {
+			p.again = true
+		}
 		p.realize(b)
 	}
 	p.standby = placeStandbys(g, p.newOwner, p.learner, p.revokedBy, p.why)
@@ -133,7 +140,8 @@ func (p *planner) position(b *bucket) {
 
 // orphans gives every task without a live owner to the warmest live copy
 // (stateful, smooth policy) or to the instance furthest below its share.
-func (p *planner) orphans(b *bucket) {
+// It returns how many it placed.
+func (p *planner) orphans(b *bucket) int {
 	g := p.g
 	for _, t := range b.tasks {
 		if g.owner[t] != none {
@@ -181,6 +189,18 @@ func (p *planner) orphans(b *bucket) {
 		p.why(ReasonOrphan, t, i, "orphaned; %s holds %s (lag %d, lowest live lag %d, acceptable %d) and is the least loaded such instance",
 			p.name(i), how, g.lagOf(i, t), lowest, g.cfg.AcceptableLag)
 	}
+	return p.placedOrphans(b)
+}
+
+// placedOrphans counts the bucket's orphans that got a position.
+func (p *planner) placedOrphans(b *bucket) int {
+	n := 0
+	for _, t := range b.tasks {
+		if p.g.owner[t] == none && b.pos[t] != none {
+			n++
+		}
+	}
+	return n
 }
 
 // drain positions the tasks of leaving instances (that no learner already
@@ -433,7 +453,7 @@ func containsInt(s []int, v int) bool {
 // output assembles the plan, sorted.
 func (p *planner) output() Plan {
 	g := p.g
-	plan := Plan{Instances: make([]InstancePlan, len(g.insts)), Reasons: p.reasons}
+	plan := Plan{Instances: make([]InstancePlan, len(g.insts)), Reasons: p.reasons, Followup: p.again}
 	for i, in := range g.insts {
 		plan.Instances[i] = InstancePlan{ID: in.ID, Active: []TaskID{}, Standby: []TaskID{}, Learner: []TaskID{}, Revoked: []TaskID{}}
 	}
