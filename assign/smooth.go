@@ -31,11 +31,11 @@ type planner struct {
 	// again is set when orphans placed this round left a bucket out of
 	// balance: they cannot move in the round that placed them, so the
 	// plan asks for a follow-up in which they can.
-	again bool
-	pinned    []bool      // task -> positioned at its kept learner; the balance may not move it
-	cause     []moveCause // task -> why its position moved away from its owner
-	seq       int
-	reasons   []Reason
+	again   bool
+	pinned  []bool      // task -> positioned at its kept learner; the balance may not move it
+	cause   []moveCause // task -> why its position moved away from its owner
+	seq     int
+	reasons []Reason
 }
 
 func (p *planner) why(kind ReasonKind, t, i int, format string, args ...any) {
