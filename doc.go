@@ -1,0 +1,43 @@
+// Package baton runs stateful stream processing on Kafka and scales without
+// stopping the world.
+//
+// An application is a topology (package topology: a processor API and a
+// typed DSL) run by any number of instances. Each instance is one
+// consumer-group member: an App. Its workers run the tasks the group's
+// leader assigns it; a task is one partition of one subtopology, with its
+// state in local stores (Pebble) backed by compacted changelog topics.
+//
+// # What happens when the group changes
+//
+// The leader (any member) computes the plan with package assign from the
+// members' subscriptions alone. A stateful task moves only to an instance
+// that is caught up on it: the destination first runs a learner, which
+// restores the task's state from its changelog while the owner keeps
+// processing. When the learner is within the acceptable lag, its instance
+// rejoins at once; the owner commits and gives the task up (cooperative
+// protocol: nothing else is revoked) and the follow-up round assigns it to
+// the learner's instance, which replays the last few records and
+// processes. Stateless tasks move at once. A crashed instance's tasks go
+// to the warmest live copy (a standby, if configured). An instance whose
+// Run context ends drains: it marks itself leaving, its tasks move to warm
+// copies, then it leaves.
+//
+// # Lifecycle
+//
+// New checks the options and builds nothing that needs the cluster. Run
+// locks the state directory, waits up to 10 s for the brokers, creates the
+// internal topics that are missing (repartition topics, changelogs), joins
+// the group and processes until its context ends; then it drains (bounded
+// by WithDrainTimeout; Leave cuts it short), commits and leaves the group.
+// Run returns nil after a graceful stop. Run may be called once per App.
+// Every goroutine an App starts has stopped when Run returns.
+//
+// # Guarantees
+//
+// At-least-once: input offsets are committed only after the changelog and
+// output records they produced are acknowledged, and a store's data is
+// applied together with the changelog offset it reflects, so a restart
+// resumes exactly where its state is. Processing of a task is in order and
+// on one worker goroutine at a time. Status and the Listener are safe to
+// use from any goroutine; a Listener must not block.
+package baton
