@@ -19,7 +19,7 @@ type fakeSelf struct {
 
 func (f *fakeSelf) Subscription(map[string][]int32) protocol.Subscription { return f.sub }
 func (f *fakeSelf) Assigned(a protocol.Assignment)                        { f.assigned = append(f.assigned, a) }
-func (f *fakeSelf) Led(_ int32, _ assign.State, p assign.Plan)           { f.led = append(f.led, p) }
+func (f *fakeSelf) Led(_ int32, _ assign.State, p assign.Plan)            { f.led = append(f.led, p) }
 
 func testBalancer() (*Balancer, *fakeSelf) {
 	self := &fakeSelf{}
