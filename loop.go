@@ -647,8 +647,14 @@ func (a *App) publishSnapshotLocked() {
 	}
 	a.snapshot.Store(snap)
 	view := make([]taskView, 0, len(a.tasks))
+	a.metrics.lag.Reset() // series of tasks gone from here disappear
 	for _, t := range a.tasks {
 		view = append(view, taskView{t: t, role: t.role})
+		lag := int64(0)
+		if t.stateful() {
+			lag = t.lag.Load()
+		}
+		a.metrics.lag.WithLabelValues(t.id, t.role).Set(float64(lag))
 	}
 	a.view.Store(&view)
 }

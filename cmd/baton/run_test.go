@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// proc is a baton process started by a test.
+type proc struct {
+	cmd    *exec.Cmd
+	lines  chan string // stdout lines
+	stderr *strings.Builder
+	done   chan error
+}
+
+func startBaton(t *testing.T, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(batonBin, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, lines: make(chan string, 100), stderr: &strings.Builder{}, done: make(chan error, 1)}
+	cmd.Stderr = &lockedWriter{b: p.stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		s := bufio.NewScanner(out)
+		for s.Scan() {
+			p.lines <- s.Text()
+		}
+		close(p.lines)
+	}()
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		p.done <- nil
+	})
+	return p
+}
+
+type lockedWriter struct{ b *strings.Builder }
+
+func (w *lockedWriter) Write(p []byte) (int, error) { return w.b.Write(p) }
+
+// waitLine returns the first stdout line containing s.
+func (p *proc) waitLine(t *testing.T, s string, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				t.Fatalf("process ended before printing %q", s)
+			}
+			if strings.Contains(l, s) {
+				return l
+			}
+		case <-deadline:
+			t.Fatalf("no line with %q within %v", s, timeout)
+		}
+	}
+}
+
+// stop sends SIGTERM and returns the exit code.
+func (p *proc) stop(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		p.done <- err
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		return 0
+	case <-time.After(timeout):
+		t.Fatalf("process did not exit within %v of SIGTERM", timeout)
+		return -1
+	}
+}
+
+type statusDoc struct {
+	AppID      string `json:"app_id"`
+	Instance   string `json:"instance"`
+	Generation int32  `json:"generation"`
+	Leader     bool   `json:"leader"`
+	Workers    int    `json:"workers"`
+	Tasks      []struct {
+		ID        string `json:"id"`
+		Role      string `json:"role"`
+		Lag       int64  `json:"lag"`
+		Processed int64  `json:"processed"`
+	} `json:"tasks"`
+}
+
+func getStatus(t *testing.T, addr string) statusDoc {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st statusDoc
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestClusterAndRunProcesses drives the spec's two-terminal flow: a
+// cluster process, two wordcount processes, records in, SIGTERM out.
+func TestClusterAndRunProcesses(t *testing.T) {
+	cl := startBaton(t, "cluster", "--listen", "127.0.0.1:0")
+	brokers := strings.TrimPrefix(cl.waitLine(t, "cluster ready: ", 10*time.Second), "cluster ready: ")
+
+	client, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if _, err := kadm.NewClient(client).CreateTopic(context.Background(), 4, 1, nil, "lines"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{}
+	produce := func(n, from int) {
+		var recs []*kgo.Record
+		for i := range n {
+			w := fmt.Sprintf("w%d", (from+i)%37)
+			want[w] += 2
+			recs = append(recs, &kgo.Record{Topic: "lines", Key: []byte(strconv.Itoa(i)), Value: []byte(w + " " + w)})
+		}
+		if err := client.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(500, 0)
+
+	run := func(dir string) (*proc, string) {
+		p := startBaton(t, "run", "wordcount", "--brokers", brokers, "--app-id", "wc", "--input", "lines",
+			"--output", "counts", "--state-dir", dir, "--http", "127.0.0.1:0", "--session-timeout", "2s")
+		l := p.waitLine(t, "http: listening on ", 20*time.Second)
+		return p, l[strings.LastIndex(l, " ")+1:]
+	}
+	a, aAddr := run(t.TempDir())
+	b, bAddr := run(t.TempDir())
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		sa, sb := getStatus(t, aAddr), getStatus(t, bAddr)
+		actives := 0
+		for _, st := range []statusDoc{sa, sb} {
+			for _, task := range st.Tasks {
+				if task.Role == "active" {
+					actives++
+				}
+			}
+		}
+		if actives == 8 && len(sa.Tasks) > 0 && len(sb.Tasks) > 0 {
+			if sa.AppID != "wc" || sa.Workers != 1 || sa.Instance == sb.Instance || sa.Leader == sb.Leader || sa.Generation < 1 {
+				t.Errorf("status documents: %+v %+v", sa, sb)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the two instances never shared the 8 tasks: %+v %+v", sa, sb)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	resp, err := http.Get("http://" + aAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, m := range []string{"baton_records_processed_total", "baton_task_lag_records", "baton_rebalances_total"} {
+		if !strings.Contains(string(metrics), m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+
+	produce(300, 100)
+	if code := a.stop(t, 60*time.Second); code != 0 {
+		t.Errorf("SIGTERM: exit %d, want 0; stderr:\n%s", code, a.stderr)
+	}
+	produce(200, 200)
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		got := readCountsT(t, brokers)
+		if fmt.Sprint(got) == fmt.Sprint(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counts:\n got %v\nwant %v", got, want)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if code := b.stop(t, 60*time.Second); code != 0 {
+		t.Errorf("SIGTERM: exit %d, want 0; stderr:\n%s", code, b.stderr)
+	}
+	if code := cl.stop(t, 10*time.Second); code != 0 {
+		t.Errorf("cluster: exit %d on SIGTERM", code)
+	}
+}
+
+func readCountsT(t *testing.T, brokers string) map[string]int64 {
+	t.Helper()
+	got, err := readCounts(context.Background(), []string{brokers}, "counts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func TestRunStartupErrors(t *testing.T) {
+	cl := startBaton(t, "cluster", "--listen", "127.0.0.1:0")
+	brokers := strings.TrimPrefix(cl.waitLine(t, "cluster ready: ", 10*time.Second), "cluster ready: ")
+	dir := t.TempDir()
+	base := []string{"run", "wordcount", "--app-id", "wc", "--input", "lines", "--output", "counts"}
+
+	check := func(name, want string, args ...string) {
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			_, errOut, code := runBaton(t, "", args...)
+			if code == 0 {
+				t.Fatalf("exit 0, want an error")
+			}
+			if time.Since(start) > 30*time.Second {
+				t.Errorf("took %v, want under 30 s", time.Since(start))
+			}
+			if strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, want) || strings.Contains(errOut, "goroutine ") {
+				t.Errorf("stderr %q: want one line naming %q", errOut, want)
+			}
+		})
+	}
+	check("missing state dir", "state-dir", append(base, "--brokers", brokers)...)
+	check("missing brokers", "brokers", append(base, "--state-dir", dir)...)
+	check("bad workers", "--workers", append(base, "--brokers", brokers, "--state-dir", dir, "--workers", "0")...)
+	check("bad policy", "--policy", append(base, "--brokers", brokers, "--state-dir", dir, "--policy", "fast")...)
+
+	// A second instance on a locked state dir refuses before contacting
+	// the cluster (the brokers here do not exist).
+	first := startBaton(t, append(base, "--brokers", brokers, "--state-dir", dir, "--http", "127.0.0.1:0")...)
+	first.waitLine(t, "http: listening on", 20*time.Second)
+	check("locked state dir", dir, append(base, "--brokers", "127.0.0.1:1", "--state-dir", dir)...)
+	check("unreachable brokers", "127.0.0.1:1", append(base, "--brokers", "127.0.0.1:1", "--state-dir", t.TempDir())...)
+}
