@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/lifecycle"
 	"github.com/baton-streams/baton/member"
 	"github.com/baton-streams/baton/protocol"
 	"github.com/baton-streams/baton/state"
@@ -297,31 +298,31 @@ func (a *App) reconcile() {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	want := map[string]string{}
+	want := map[string]lifecycle.Event{}
 	for _, id := range asg.Standby {
-		want[id] = roleStandby
+		want[id] = lifecycle.AssignStandby
 	}
 	for _, id := range asg.Learner {
-		want[id] = roleLearner
+		want[id] = lifecycle.AssignLearner
 	}
 	for id, t := range a.tasks {
-		if t.role == roleActive {
+		if t.life.Role == lifecycle.Active {
 			continue
 		}
-		role, keep := want[id]
+		ev, keep := want[id]
 		switch {
 		case keep:
-			if t.role != role {
-				t.role, t.ready = role, false
+			if (ev == lifecycle.AssignLearner) != (t.life.Role == lifecycle.Learner) {
+				a.stepLocked(t, ev)
+				t.ready = false
 			}
 		case slices.Contains(asg.Active, id):
 			// About to be promoted by the assigned callback: keep it warm.
-		case t.role == roleLearner && t.ready && asg.Followup:
+		case t.life.Role == lifecycle.Learner && t.ready && asg.Followup:
 			// Its task was revoked for it this round and is assigned in the
 			// follow-up: keep replicating the owner's last writes.
 		default:
-			a.stopRestoringLocked(t)
-			a.closeTaskLocked(t)
+			a.stepLocked(t, lifecycle.Unassign)
 			delete(a.tasks, id)
 		}
 	}
@@ -329,15 +330,17 @@ func (a *App) reconcile() {
 		if _, ok := a.tasks[id]; ok {
 			continue
 		}
-		t, err := a.newTaskLocked(id, want[id])
+		t, err := a.newTask(id)
+		if err == nil {
+			err = a.stepLocked(t, want[id])
+		}
 		if err != nil {
 			a.log.Warn("cannot start task", "task", id, "role", want[id], "err", err)
 			continue
 		}
 		a.tasks[id] = t
-		a.startRestoringLocked(t)
 		kind := EventStandby
-		if t.role == roleLearner {
+		if t.life.Role == lifecycle.Learner {
 			kind = EventLearner
 		}
 		a.emit(Event{Kind: kind, Task: id, Lag: t.lag.Load()})
@@ -346,15 +349,72 @@ func (a *App) reconcile() {
 	a.publishSnapshotLocked()
 }
 
-// newTaskLocked opens a task's stores and reads their checkpoints.
-func (a *App) newTaskLocked(id, role string) (*task, error) {
+// newTask makes a closed task.
+func (a *App) newTask(id string) (*task, error) {
 	subID, part, ok := member.ParseTaskID(id)
 	sub, known := a.subs[subID]
 	if !ok || !known {
 		return nil, fmt.Errorf("baton: unknown task %q", id)
 	}
-	t := &task{id: id, sub: sub, part: part, role: role, stores: map[string]*taskStore{}, offsets: map[string]kgo.EpochOffset{}}
-	for _, spec := range sub.Stores {
+	return &task{id: id, sub: sub, part: part, stores: map[string]*taskStore{}, offsets: map[string]kgo.EpochOffset{}}, nil
+}
+
+// stepLocked moves a task through its lifecycle and carries out the
+// effects, except Commit, which callers batch before (see onRevoked).
+func (a *App) stepLocked(t *task, ev lifecycle.Event) error {
+	next, fx, err := lifecycle.Step(t.life, ev, t.stateful(), taskLag(t) == 0)
+	if err != nil {
+		return fmt.Errorf("baton: task %s: %w", t.id, err)
+	}
+	for _, e := range fx {
+		switch e {
+		case lifecycle.OpenStores:
+			if err := a.openStoresLocked(t); err != nil {
+				return err
+			}
+		case lifecycle.StartReading:
+			a.startRestoringLocked(t)
+		case lifecycle.StopReading:
+			a.stopRestoringLocked(t)
+		case lifecycle.PauseInput:
+			a.group.PauseFetchPartitions(a.sourcePartitions(t))
+		case lifecycle.ResumeInput:
+			a.group.ResumeFetchPartitions(a.sourcePartitions(t))
+		case lifecycle.StartProcessor:
+			t.assignedAt, t.first, t.replayed = time.Now(), false, 0
+			t.worker = a.pinWorkerLocked()
+			t.proc = t.sub.NewProcessor(t.id, t.part)
+			t.ctx = &taskContext{a: a, t: t}
+		case lifecycle.CloseStores:
+			a.closeTaskLocked(t)
+		case lifecycle.ReportReady:
+			t.ready = true
+			a.rejoin.Store(true)
+		case lifecycle.Commit:
+		}
+	}
+	t.life = next
+	t.role = roleName(next.Role)
+	t.restored = next.Phase == lifecycle.Running
+	return nil
+}
+
+func roleName(r lifecycle.Role) string {
+	switch r {
+	case lifecycle.Active:
+		return roleActive
+	case lifecycle.Standby:
+		return roleStandby
+	case lifecycle.Learner:
+		return roleLearner
+	}
+	return ""
+}
+
+// openStoresLocked opens a task's stores and reads their checkpoints.
+func (a *App) openStoresLocked(t *task) error {
+	id := t.id
+	for _, spec := range t.sub.Stores {
 		var st state.Store
 		var err error
 		if a.cfg.memoryState {
@@ -363,7 +423,7 @@ func (a *App) newTaskLocked(id, role string) (*task, error) {
 			st, err = state.OpenOrWipe(a.cfg.stateDir, id, spec.Name, a.log)
 			if err != nil {
 				a.closeTaskLocked(t)
-				return nil, err
+				return err
 			}
 		}
 		s := &taskStore{name: spec.Name, changelog: spec.Changelog, st: st, pending: map[string]pendingWrite{}}
@@ -371,7 +431,7 @@ func (a *App) newTaskLocked(id, role string) (*task, error) {
 		if err != nil {
 			st.Close()
 			a.closeTaskLocked(t)
-			return nil, fmt.Errorf("baton: task %s store %s: reading checkpoint: %w", id, spec.Name, err)
+			return fmt.Errorf("baton: task %s store %s: reading checkpoint: %w", id, spec.Name, err)
 		}
 		if has {
 			s.checkpoint = cp
@@ -381,7 +441,7 @@ func (a *App) newTaskLocked(id, role string) (*task, error) {
 	}
 	a.updateEndsLocked(t)
 	delete(a.diskLag, id)
-	return t, nil
+	return nil
 }
 
 // updateEndsLocked learns the changelog end offsets of a task's stores.
@@ -535,17 +595,20 @@ func (a *App) progressLocked() {
 		t.lag.Store(lag)
 		a.metrics.lag.WithLabelValues(t.id, t.role).Set(float64(lag))
 		switch {
-		case t.role == roleActive && !t.restored && lag == 0:
-			t.restored = true
-			a.stopRestoringLocked(t)
-			a.group.ResumeFetchPartitions(a.sourcePartitions(t))
+		case t.life.Phase == lifecycle.Restoring && lag == 0:
+			if err := a.stepLocked(t, lifecycle.CaughtUp); err != nil {
+				a.fail(err)
+				return
+			}
 			a.log.Info("restored; processing", "task", t.id, "replayed", t.replayed, "took", time.Since(t.assignedAt).Round(time.Millisecond))
 			a.emit(Event{Kind: EventRestored, Task: t.id, Replayed: t.replayed})
 			a.metrics.replayed.Add(float64(t.replayed))
 			changed = true
-		case t.role == roleLearner && !t.ready && lag <= a.cfg.acceptableLag:
-			t.ready = true
-			a.rejoin.Store(true)
+		case t.life.Role == lifecycle.Learner && !t.ready && lag <= a.cfg.acceptableLag:
+			if err := a.stepLocked(t, lifecycle.CaughtUp); err != nil {
+				a.fail(err)
+				return
+			}
 			a.log.Info("learner ready", "task", t.id, "lag", lag)
 			a.emit(Event{Kind: EventLearnerReady, Task: t.id, Lag: lag})
 			changed = true
@@ -781,32 +844,27 @@ func (a *App) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][
 		}
 	}
 	for _, id := range sortedKeys(ids) {
-		t, warm := a.tasks[id]
-		if warm && t.role == roleActive {
+		t, held := a.tasks[id]
+		if held && t.life.Role == lifecycle.Active {
 			continue
 		}
-		if warm {
-			a.stopRestoringLocked(t)
-			t.role = roleActive
-			a.updateEndsLocked(t)
-		} else {
+		if !held {
 			var err error
-			if t, err = a.newTaskLocked(id, roleActive); err != nil {
+			if t, err = a.newTask(id); err != nil {
 				a.fail(err)
 				return
 			}
-			a.tasks[id] = t
 		}
-		t.assignedAt, t.first, t.replayed = time.Now(), false, 0
-		t.worker = a.pinWorkerLocked()
-		t.proc = t.sub.NewProcessor(id, t.part)
-		t.ctx = &taskContext{a: a, t: t}
+		warm := held && t.stateful()
+		if warm {
+			a.updateEndsLocked(t)
+		}
+		if err := a.stepLocked(t, lifecycle.AssignActive); err != nil {
+			a.fail(err)
+			return
+		}
+		a.tasks[id] = t
 		lag := taskLag(t)
-		t.restored = !t.stateful() || lag == 0
-		if !t.restored {
-			a.group.PauseFetchPartitions(a.sourcePartitions(t))
-			a.startRestoringLocked(t)
-		}
 		how := "cold"
 		switch {
 		case !t.stateful():
@@ -818,6 +876,12 @@ func (a *App) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][
 		}
 		a.log.Info("task assigned", "task", id, "state", how, "lag", lag)
 		a.emit(Event{Kind: EventAssigned, Task: id, Lag: lag, Detail: how})
+		if t.life.Phase == lifecycle.Restoring && lag == 0 {
+			if err := a.stepLocked(t, lifecycle.CaughtUp); err != nil {
+				a.fail(err)
+				return
+			}
+		}
 	}
 	a.publishSnapshotLocked()
 }
@@ -841,21 +905,26 @@ func (a *App) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]i
 	if len(gone) == 0 {
 		return
 	}
+	var commit []*task
+	for _, t := range gone {
+		if _, fx, err := lifecycle.Step(t.life, lifecycle.Revoke, t.stateful(), false); err == nil && slices.Contains(fx, lifecycle.Commit) {
+			commit = append(commit, t)
+		}
+	}
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := a.commitLocked(cctx, gone); err != nil {
+	if err := a.commitLocked(cctx, commit); err != nil {
 		a.log.Error("commit before revoke failed; the next owner replays from the last commit", "err", err)
 	}
 	for _, t := range gone {
-		if !t.restored {
-			a.stopRestoringLocked(t)
-		}
 		if !t.lastAt.IsZero() {
 			a.emit(Event{Time: t.lastAt, Kind: EventLastRecord, Task: t.id, Record: t.lastRecord})
 		}
+		if err := a.stepLocked(t, lifecycle.Revoke); err != nil {
+			a.log.Warn("revoke", "err", err)
+		}
 		a.emit(Event{Kind: EventRevoked, Task: t.id})
 		a.log.Info("task revoked", "task", t.id, "processed", t.processed.Load())
-		a.closeTaskLocked(t)
 		delete(a.tasks, t.id)
 	}
 	a.publishSnapshotLocked()
@@ -872,12 +941,11 @@ func (a *App) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) 
 			continue
 		}
 		for _, p := range parts {
-			if t, ok := a.tasks[member.TaskID(sid, p)]; ok && t.role == roleActive {
+			if t, ok := a.tasks[member.TaskID(sid, p)]; ok && t.life.Role == lifecycle.Active {
 				a.log.Warn("task lost", "task", t.id)
-				if !t.restored {
-					a.stopRestoringLocked(t)
+				if err := a.stepLocked(t, lifecycle.Lose); err != nil {
+					a.log.Warn("lose", "err", err)
 				}
-				a.closeTaskLocked(t)
 				delete(a.tasks, t.id)
 			}
 		}

@@ -190,6 +190,9 @@ func TestScaleOut(t *testing.T) {
 		if !learned[e.Task] {
 			t.Errorf("stateful task %s became active on c without a learner first", e.Task)
 		}
+		if e.Detail != "warm" {
+			t.Errorf("task %s became active on c as %q, want a warm promotion of its open learner", e.Task, e.Detail)
+		}
 		if e.Lag > 10 {
 			t.Errorf("task %s handed to c with lag %d > acceptable lag 10", e.Task, e.Lag)
 		}

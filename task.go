@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/baton-streams/baton/lifecycle"
 	"github.com/baton-streams/baton/state"
 	"github.com/baton-streams/baton/topology"
 )
@@ -33,8 +34,9 @@ type task struct {
 	worker   int
 	ctx      *taskContext
 	offsets  map[string]kgo.EpochOffset // input topic -> next offset to commit
-	restored bool                       // active: state caught up, processing allowed
-	ready    bool                       // learner: readiness reported
+	life     lifecycle.State
+	restored bool // active and running: processing allowed (from life)
+	ready    bool // learner: readiness reported
 
 	// Handover figures.
 	assignedAt time.Time

@@ -1,0 +1,190 @@
+// Package lifecycle is the life of one task on one instance as a pure
+// state machine: Step takes the task's state and an event and returns the
+// next state and the effects the runtime must carry out, in order. No I/O,
+// no clock; the runtime (package baton) is the shell that performs the
+// effects.
+//
+// The states:
+//
+//	Closed       the instance does not hold the task (state may be on disk)
+//	Replicating  a standby or learner: stores open, reading the changelog
+//	Restoring    active, but its state is behind the changelog: input paused
+//	Running      active and processing
+//
+// The promises the tests check: a standby or learner that becomes active
+// keeps its open stores (no OpenStores effect: nothing is reopened or read
+// again, only the remaining changelog tail); a task never processes before
+// its state is caught up (input is paused while Restoring); an active task
+// is committed before it is given up on a revoke, and not committed when
+// it is lost (its partitions already belong to someone else).
+package lifecycle
+
+import "fmt"
+
+// Role is what the assignment asks of the task here.
+type Role int
+
+// Roles.
+const (
+	None Role = iota
+	Active
+	Standby
+	Learner
+)
+
+func (r Role) String() string {
+	return [...]string{"none", "active", "standby", "learner"}[r]
+}
+
+// Phase is where the task is in its life.
+type Phase int
+
+// Phases.
+const (
+	Closed Phase = iota
+	Replicating
+	Restoring
+	Running
+)
+
+func (p Phase) String() string {
+	return [...]string{"closed", "replicating", "restoring", "running"}[p]
+}
+
+// State is a task's lifecycle state.
+type State struct {
+	Role  Role
+	Phase Phase
+}
+
+// Event is something that happened to the task.
+type Event int
+
+// Events.
+const (
+	// AssignActive: the task's partitions were assigned here.
+	AssignActive Event = iota
+	// AssignStandby and AssignLearner: the assignment names the task in
+	// that role.
+	AssignStandby
+	AssignLearner
+	// Unassign: the assignment no longer names the standby or learner.
+	Unassign
+	// Revoke: the active's partitions are revoked (cooperative handover).
+	Revoke
+	// Lose: the active's partitions were lost (session expired).
+	Lose
+	// CaughtUp: the stores reached the changelog end (within the
+	// acceptable lag for a learner).
+	CaughtUp
+)
+
+func (e Event) String() string {
+	return [...]string{"assign-active", "assign-standby", "assign-learner", "unassign", "revoke", "lose", "caught-up"}[e]
+}
+
+// Effect is an action for the runtime.
+type Effect int
+
+// Effects, in the order Step returns them when several apply.
+const (
+	// OpenStores opens the task's stores (from disk if state is there).
+	OpenStores Effect = iota
+	// StartReading makes the restore consumer read the changelogs from the
+	// stores' checkpoints; StopReading ends that.
+	StartReading
+	StopReading
+	// PauseInput and ResumeInput pause and resume the task's input
+	// partitions.
+	PauseInput
+	ResumeInput
+	// StartProcessor creates the task's processor.
+	StartProcessor
+	// Commit flushes the changelog and output, applies the stores and
+	// commits the input offsets of the task.
+	Commit
+	// CloseStores closes the stores, leaving state on disk.
+	CloseStores
+	// ReportReady asks for a rebalance: a learner is caught up.
+	ReportReady
+)
+
+func (e Effect) String() string {
+	return [...]string{"open-stores", "start-reading", "stop-reading", "pause-input", "resume-input",
+		"start-processor", "commit", "close-stores", "report-ready"}[e]
+}
+
+// Step returns the next state and the effects for event ev on a task in
+// state s. stateful says whether the task has stores. caughtUp says
+// whether its open stores are at the changelog end now; it matters only
+// when a standby or learner becomes active (a closed task opens its stores
+// first and goes through Restoring: the runtime sends CaughtUp at once if
+// there is nothing to restore). An event that does not apply to the state
+// is an error naming both, and leaves the state unchanged.
+func Step(s State, ev Event, stateful, caughtUp bool) (State, []Effect, error) {
+	bad := func() (State, []Effect, error) {
+		return s, nil, fmt.Errorf("lifecycle: event %s does not apply to a %s task that is %s", ev, s.Role, s.Phase)
+	}
+	switch ev {
+	case AssignActive:
+		switch {
+		case s.Phase == Closed && !stateful:
+			return State{Active, Running}, []Effect{StartProcessor}, nil
+		case s.Phase == Closed:
+			return State{Active, Restoring}, []Effect{OpenStores, StartProcessor, PauseInput, StartReading}, nil
+		case s.Phase == Replicating && caughtUp:
+			// A warm promotion: the stores stay open, nothing is re-read.
+			return State{Active, Running}, []Effect{StopReading, StartProcessor}, nil
+		case s.Phase == Replicating:
+			// Still behind: keep reading the tail with input paused.
+			return State{Active, Restoring}, []Effect{StartProcessor, PauseInput}, nil
+		}
+		return bad()
+	case AssignStandby, AssignLearner:
+		role := Standby
+		if ev == AssignLearner {
+			role = Learner
+		}
+		switch {
+		case !stateful:
+			return bad()
+		case s.Phase == Closed:
+			return State{role, Replicating}, []Effect{OpenStores, StartReading}, nil
+		case s.Phase == Replicating:
+			return State{role, Replicating}, nil, nil // standby <-> learner: same work
+		}
+		return bad()
+	case Unassign:
+		if s.Phase != Replicating {
+			return bad()
+		}
+		return State{None, Closed}, []Effect{StopReading, CloseStores}, nil
+	case Revoke, Lose:
+		var fx []Effect
+		switch s.Phase {
+		case Running:
+			if ev == Revoke {
+				fx = append(fx, Commit)
+			}
+		case Restoring:
+			fx = append(fx, StopReading) // nothing processed: nothing to commit
+		default:
+			return bad()
+		}
+		if stateful {
+			fx = append(fx, CloseStores)
+		}
+		return State{None, Closed}, fx, nil
+	case CaughtUp:
+		switch {
+		case s.Phase == Restoring:
+			return State{Active, Running}, []Effect{StopReading, ResumeInput}, nil
+		case s.Phase == Replicating && s.Role == Learner:
+			return s, []Effect{ReportReady}, nil
+		case s.Phase == Replicating:
+			return s, nil, nil
+		}
+		return bad()
+	}
+	return bad()
+}

@@ -1,0 +1,138 @@
+package lifecycle
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+func TestWarmPromotionKeepsStores(t *testing.T) {
+	for _, role := range []Event{AssignStandby, AssignLearner} {
+		s, fx, err := Step(State{}, role, true, false)
+		if err != nil || s.Phase != Replicating || !slices.Equal(fx, []Effect{OpenStores, StartReading}) {
+			t.Fatalf("%s: %v %v %v", role, s, fx, err)
+		}
+		s, fx, err = Step(s, AssignActive, true, true)
+		if err != nil || s != (State{Active, Running}) {
+			t.Fatalf("promotion: %v %v", s, err)
+		}
+		if slices.Contains(fx, OpenStores) || slices.Contains(fx, StartReading) || slices.Contains(fx, CloseStores) {
+			t.Errorf("a caught-up %s promoted to active must not reopen or re-read its stores: %v", role, fx)
+		}
+	}
+}
+
+func TestColdActiveRestoresBeforeProcessing(t *testing.T) {
+	s, fx, err := Step(State{}, AssignActive, true, false)
+	if err != nil || s.Phase != Restoring || !slices.Equal(fx, []Effect{OpenStores, StartProcessor, PauseInput, StartReading}) {
+		t.Fatalf("%v %v %v", s, fx, err)
+	}
+	s, fx, err = Step(s, CaughtUp, true, true)
+	if err != nil || s.Phase != Running || !slices.Equal(fx, []Effect{StopReading, ResumeInput}) {
+		t.Fatalf("%v %v %v", s, fx, err)
+	}
+}
+
+func TestRevokeCommitsLoseDoesNot(t *testing.T) {
+	running := State{Active, Running}
+	_, fx, _ := Step(running, Revoke, true, false)
+	if !slices.Equal(fx, []Effect{Commit, CloseStores}) {
+		t.Errorf("revoke: %v, want commit then close", fx)
+	}
+	_, fx, _ = Step(running, Lose, true, false)
+	if slices.Contains(fx, Commit) {
+		t.Errorf("lose must not commit: %v", fx)
+	}
+	_, fx, _ = Step(State{Active, Restoring}, Revoke, true, false)
+	if slices.Contains(fx, Commit) || !slices.Contains(fx, StopReading) {
+		t.Errorf("revoking a restoring task: %v", fx)
+	}
+}
+
+func TestLearnerReportsReady(t *testing.T) {
+	s, _, _ := Step(State{}, AssignLearner, true, false)
+	_, fx, err := Step(s, CaughtUp, true, true)
+	if err != nil || !slices.Equal(fx, []Effect{ReportReady}) {
+		t.Errorf("%v %v", fx, err)
+	}
+	s, _, _ = Step(State{}, AssignStandby, true, false)
+	if _, fx, _ := Step(s, CaughtUp, true, true); len(fx) != 0 {
+		t.Errorf("a standby does not ask for a rebalance: %v", fx)
+	}
+}
+
+func TestStatelessNeverReplicates(t *testing.T) {
+	if _, _, err := Step(State{}, AssignLearner, false, false); err == nil {
+		t.Error("a stateless task accepted a learner")
+	}
+	s, fx, err := Step(State{}, AssignActive, false, false)
+	if err != nil || s.Phase != Running || !slices.Equal(fx, []Effect{StartProcessor}) {
+		t.Errorf("%v %v %v", s, fx, err)
+	}
+}
+
+// TestRandomWalk drives random events and checks invariants of the effect
+// stream against a model of the stores, the reader and the input.
+func TestRandomWalk(t *testing.T) {
+	seed := uint64(42)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	for run := range 2000 {
+		stateful := rng.IntN(4) != 0
+		var s State
+		open, reading, paused, processor := false, false, false, false
+		for range 30 {
+			ev := Event(rng.IntN(7))
+			next, fx, err := Step(s, ev, stateful, rng.IntN(2) == 0)
+			if err != nil {
+				if next != s {
+					t.Fatalf("run %d: an error changed the state", run)
+				}
+				continue
+			}
+			for _, e := range fx {
+				switch e {
+				case OpenStores:
+					if open {
+						t.Fatalf("run %d: %v on %s: stores opened twice", run, ev, s.Phase)
+					}
+					open = true
+				case CloseStores:
+					if !open || reading {
+						t.Fatalf("run %d: close with open=%v reading=%v", run, open, reading)
+					}
+					open = false
+				case StartReading:
+					if !open || reading {
+						t.Fatalf("run %d: start reading with open=%v reading=%v", run, open, reading)
+					}
+					reading = true
+				case StopReading:
+					reading = false
+				case PauseInput:
+					paused = true
+				case ResumeInput:
+					paused = false
+				case StartProcessor:
+					processor = true
+				case Commit:
+					if next.Phase != Closed || s.Phase != Running {
+						t.Fatalf("run %d: commit outside a revoke of a running task", run)
+					}
+				}
+			}
+			s = next
+			if s.Phase == Closed {
+				processor, paused = false, false
+			}
+			if stateful && (s.Phase == Closed) == open {
+				t.Fatalf("run %d: phase %s with stores open=%v", run, s.Phase, open)
+			}
+			if s.Phase == Running && (paused || reading || !processor) {
+				t.Fatalf("run %d: running with paused=%v reading=%v processor=%v", run, paused, reading, processor)
+			}
+			if s.Phase == Restoring && (!paused || !reading) {
+				t.Fatalf("run %d: restoring without paused input and a reader", run)
+			}
+		}
+	}
+}
