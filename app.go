@@ -63,6 +63,7 @@ type App struct {
 	leaving    atomic.Bool
 	leaveNow   chan struct{}
 	ledGen     atomic.Int32
+	joinedAt   atomic.Int64 // unix nanos of the last join, for the rebalance log line
 	lastPlan   atomic.Pointer[PlanStatus]
 	fatal      chan error
 	running    atomic.Bool

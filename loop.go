@@ -736,6 +736,7 @@ type self App
 
 func (s *self) Subscription(owned map[string][]int32) protocol.Subscription {
 	a := (*App)(s)
+	a.joinedAt.Store(time.Now().UnixNano()) // a join starts: time the round
 	snap := a.snapshot.Load()
 	sub := protocol.Subscription{InstanceID: a.cfg.instanceID, Endpoint: a.cfg.endpoint, Rack: a.cfg.rack,
 		Capacity: int32(a.cfg.workers), Leaving: a.leaving.Load(), Lags: map[string]int64{}}
@@ -783,7 +784,13 @@ func (s *self) Assigned(asg protocol.Assignment) {
 	}
 	_, gen := a.group.GroupMetadata()
 	a.metrics.rebalances.Inc()
-	a.emit(Event{Kind: EventRebalance, Generation: gen + 1,
+	took := time.Duration(0)
+	if at := a.joinedAt.Load(); at > 0 {
+		took = time.Since(time.Unix(0, at))
+	}
+	a.log.Info("rebalance", "generation", gen, "active", len(asg.Active), "standby", len(asg.Standby),
+		"learners", len(asg.Learner), "revoked", len(asg.Revoked), "followup", asg.Followup, "took", took.Round(time.Millisecond))
+	a.emit(Event{Kind: EventRebalance, Generation: gen,
 		Detail: fmt.Sprintf("active=%v standby=%v learner=%v revoked=%v", asg.Active, asg.Standby, asg.Learner, asg.Revoked)})
 }
 
