@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,12 +15,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton"
 	"github.com/baton-streams/baton/assign"
 	"github.com/baton-streams/baton/topology"
+	"github.com/baton-streams/baton/web"
 )
 
 var runCmd = &cobra.Command{
@@ -130,7 +131,12 @@ func runWordcount(cmd *cobra.Command, _ []string) error {
 		return usageErr(err)
 	}
 	if ln != nil {
-		srv := &http.Server{Handler: statusHandler(app, reg), ReadHeaderTimeout: 5 * time.Second}
+		handler, stopHandler, err := statusHandler(app, reg, strings.Split(str("brokers"), ","), ln.Addr().String())
+		if err != nil {
+			return err
+		}
+		defer stopHandler()
+		srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
 		defer srv.Close()
 		fmt.Printf("http: listening on %s\n", ln.Addr())
@@ -149,25 +155,24 @@ func runWordcount(cmd *cobra.Command, _ []string) error {
 	return app.Run(ctx)
 }
 
-// statusHandler serves /status, /metrics and a page for people.
-func statusHandler(app *baton.App, reg *prometheus.Registry) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(app.Status())
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		st := app.Status()
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		fmt.Fprintf(w, "<!doctype html><title>baton %s</title><meta http-equiv=refresh content=1><h1>%s / %s</h1><p>generation %d, leader %v, workers %d</p><table border=1><tr><th>task<th>role<th>lag<th>processed</tr>",
-			st.Instance, st.AppID, st.Instance, st.Generation, st.Leader, st.Workers)
-		for _, t := range st.Tasks {
-			fmt.Fprintf(w, "<tr><td>%s<td>%s<td>%d<td>%d</tr>", t.ID, t.Role, t.Lag, t.Processed)
-		}
-		fmt.Fprint(w, "</table><p><a href=/status>/status</a> <a href=/metrics>/metrics</a>")
-	})
-	return mux
+// statusHandler serves /status, /metrics, the group page (/) and the JSON
+// it polls (/group), reading the group from the brokers without joining
+// it (package web). stop ends the handler's sampling and closes its client.
+func statusHandler(app *baton.App, reg *prometheus.Registry, brokers []string, endpoint string) (h http.Handler, stop func(), err error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return nil, nil, usageErr(fmt.Errorf("--brokers: %w", err))
+	}
+	wh := web.New(app, web.WithMetrics(reg), web.WithAdmin(kadm.NewClient(cl)), web.WithEndpoint(endpoint))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = wh.Run(ctx)
+	}()
+	return wh, func() {
+		cancel()
+		<-done
+		cl.Close()
+	}, nil
 }

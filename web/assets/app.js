@@ -1,0 +1,120 @@
+// The page polls /group and redraws. No framework and no build step: the
+// file is served as written, embedded in the binary.
+"use strict";
+
+const params = new URLSearchParams(location.search);
+const every = Math.max(100, Number(params.get("poll")) || 1000);
+
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") e.className = v;
+    else if (k.startsWith("data-")) e.setAttribute(k, v);
+    else e[k] = v;
+  }
+  for (const c of children) {
+    if (c === null || c === undefined) continue;
+    e.append(typeof c === "string" || typeof c === "number" ? String(c) : c);
+  }
+  return e;
+}
+
+function text(id, value) {
+  document.getElementById(id).textContent = value;
+}
+
+function fmt(n) {
+  return Number(n).toLocaleString("en-US");
+}
+
+function taskView(instance, t) {
+  const restoring = t.role === "active" && t.lag > 0;
+  const chip = el("span", { class: "chip" + (restoring ? " restoring" : ""), "data-role": t.role, title: t.role + (restoring ? ", restoring" : "") }, t.id);
+  const box = el("div", { class: "task", "data-task": t.id, "data-role": t.role, "data-instance-task": instance.id + "/" + t.id }, chip);
+  if (t.role !== "active" || t.lag > 0) {
+    const pct = Math.round(100 * Math.min(1, Math.max(0, t.progress)));
+    const bar = el("div", { class: "bar", title: pct + "% restored" }, el("span"));
+    bar.firstChild.style.width = pct + "%";
+    box.append(bar, el("span", { class: "lag", "data-lag": t.lag }, "lag " + fmt(t.lag)));
+  } else {
+    box.append(el("span", { class: "lag" }, fmt(t.processed) + " rec"));
+  }
+  return box;
+}
+
+function instanceView(inst) {
+  const unreachable = inst.source !== "status";
+  const card = el("article", { class: "instance" + (unreachable ? " unreachable" : ""), "data-instance": inst.id },
+    el("h3", null, inst.id,
+      inst.leader ? el("span", { class: "badge leader" }, "leader") : null,
+      inst.self ? el("span", { class: "badge self" }, "this instance") : null,
+      inst.leaving ? el("span", { class: "badge leaving" }, "leaving") : null,
+      inst.member ? null : el("span", { class: "badge" }, "not in group")),
+    el("div", { class: "meta" }, [inst.endpoint || "no endpoint", inst.workers + " worker" + (inst.workers === 1 ? "" : "s"), inst.rack ? "rack " + inst.rack : ""].filter(Boolean).join(" · ")));
+  const tasks = el("div", { class: "tasks" });
+  if (inst.tasks.length === 0) tasks.append(el("span", { class: "empty" }, "no tasks"));
+  for (const t of inst.tasks) tasks.append(taskView(inst, t));
+  card.append(tasks);
+  if (inst.error) card.append(el("div", { class: "note" }, inst.error));
+  return card;
+}
+
+function moves(label, list, arrow) {
+  if (!list || list.length === 0) return null;
+  return el("div", { class: "moves" }, el("b", null, label + ": "), list.map(m => m.task + arrow + m.instance).join(", "));
+}
+
+function rebalanceView(r) {
+  const reasons = el("ul", { class: "reasons" });
+  for (const why of r.reasons || []) reasons.append(el("li", null, why));
+  const quiet = !r.revoked.length && !r.learners.length && !r.orphans.length;
+  return el("li", { "data-generation": r.generation },
+    el("div", null, el("b", null, "generation " + r.generation), " ",
+      el("span", { class: "when" }, new Date(r.time).toLocaleTimeString() + " · leader " + (r.leader || "?") + (r.followup ? " · follow-up" : ""))),
+    moves("revoked", r.revoked, " from "),
+    moves("learners", r.learners, " on "),
+    moves("orphans placed", r.orphans, " → "),
+    quiet ? el("div", { class: "moves empty" }, "nothing moved") : null,
+    reasons.children.length ? reasons : null);
+}
+
+function render(v) {
+  text("app", v.app_id);
+  text("self", v.self);
+  text("generation", v.generation);
+  text("leader", v.leader || "unknown");
+  text("group-state", v.group_state || "unknown");
+  text("updated", new Date(v.observed).toLocaleTimeString());
+  const err = document.getElementById("error");
+  err.hidden = !v.group_error;
+  err.textContent = v.group_error ? "The group could not be read from the cluster: " + v.group_error : "";
+
+  document.getElementById("instances").replaceChildren(...v.instances.map(instanceView));
+
+  const plan = document.getElementById("plan");
+  text("plan-gen", v.plan ? "generation " + v.plan.generation + (v.plan.followup ? ", follow-up wanted" : "") : "");
+  if (!v.plan) plan.replaceChildren(el("li", { class: "empty" }, "no plan seen (leader unknown or unreachable)"));
+  else if (!v.plan.reasons || v.plan.reasons.length === 0) plan.replaceChildren(el("li", { class: "empty" }, "nothing to move: the group is balanced"));
+  else plan.replaceChildren(...v.plan.reasons.map(r => el("li", null, r)));
+
+  const tl = document.getElementById("timeline");
+  if (v.timeline.length === 0) tl.replaceChildren(el("li", { class: "empty" }, "none seen yet"));
+  else tl.replaceChildren(...v.timeline.map(rebalanceView));
+  document.body.dataset.generation = v.generation;
+}
+
+async function poll() {
+  try {
+    const resp = await fetch("/group", { cache: "no-store" });
+    if (!resp.ok) throw new Error("GET /group: " + resp.status);
+    render(await resp.json());
+  } catch (e) {
+    const err = document.getElementById("error");
+    err.hidden = false;
+    err.textContent = "This instance did not answer (" + e.message + "); retrying.";
+  } finally {
+    setTimeout(poll, every);
+  }
+}
+poll();

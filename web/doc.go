@@ -1,0 +1,34 @@
+// Package web serves an instance's operator endpoints: GET / (a live page
+// of the whole group as this instance sees it), GET /status (the instance's
+// baton.Status, the JSON of the run contract in spec/run.md), GET /metrics
+// (Prometheus text format, when given a registry) and GET /group (the JSON
+// the page polls).
+//
+// # What /group shows and where it comes from
+//
+// The group's members are read from the cluster without joining it: a
+// DescribeGroups on the app id, whose members' ConsumerMemberMetadata carry
+// baton's subscription (package protocol): instance id, HTTP endpoint,
+// roles and lags as of the member's last join. Each other member's live
+// tasks come from its own /status at that endpoint; a member that does not
+// answer in time is shown from its subscription and marked so. The leader
+// is the instance whose /status says leader=true, and its last plan (with
+// the assignor's reasons) is Status.Plan. The Handler keeps a bounded
+// timeline of the plans it has seen, one per generation; ReadGroup is also
+// what `baton inspect` uses.
+//
+// Learner progress is the share of the task's changelog restored: one minus
+// its lag over the changelog's end offset (the largest of the app's
+// changelogs, <app-id>-<store>-changelog, at that partition), or over the
+// largest lag seen for it when the changelogs cannot be read. The Handler
+// remembers those peaks only for the tasks it currently shows.
+//
+// # Lifecycle and threading
+//
+// New builds the Handler; it starts nothing. Every GET /group reads the
+// group at once. Run, optional, reads it periodically so the timeline
+// also fills while nobody watches; it returns when its context ends.
+// The Handler is safe for concurrent use; its lock covers only the merge
+// of what was read, never network I/O. The page's assets are embedded
+// (plain HTML, CSS and JavaScript, no build step).
+package web
