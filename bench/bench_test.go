@@ -1,0 +1,224 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/baton-streams/baton"
+	"github.com/baton-streams/baton/assign"
+)
+
+// progressEvery returns samples of task on inst every step in [from, to).
+func progressEvery(inst, task string, from, to, step time.Duration) []Progress {
+	var out []Progress
+	for at := from; at < to; at += step {
+		out = append(out, Progress{At: at, Instance: inst, Task: task, N: 10})
+	}
+	return out
+}
+
+// TestAnalyze checks the figures on a hand-made recording: task 1_0
+// stays on a and pauses once for 300ms; task 1_1 moves from a to b with a
+// 500ms handover (exact times from the first- and last-record events) and
+// 40 records replayed; throughput halves for a second.
+func TestAnalyze(t *testing.T) {
+	start := time.Unix(1000, 0)
+	s := time.Second
+	ms := time.Millisecond
+	var ps []Progress
+	ps = append(ps, progressEvery("a", "1_0", 0, 10*s, 100*ms)...)
+	ps = append(ps, progressEvery("a", "1_0", 10*s+300*ms, 14*s, 100*ms)...)
+	ps = append(ps, progressEvery("a", "1_1", 0, 10*s+200*ms, 100*ms)...)
+	ps = append(ps, progressEvery("b", "1_1", 10*s+700*ms, 14*s, 100*ms)...)
+	rec := Recording{Start: start, Progress: sortProgress(ps), Events: []baton.Event{
+		{Time: start.Add(10*s + 150*ms), Kind: baton.EventLastRecord, Instance: "a", Task: "1_1"},
+		{Time: start.Add(10*s + 160*ms), Kind: baton.EventRevoked, Instance: "a", Task: "1_1"},
+		{Time: start.Add(10*s + 600*ms), Kind: baton.EventAssigned, Instance: "b", Task: "1_1", Lag: 40, Detail: "warm"},
+		{Time: start.Add(10*s + 640*ms), Kind: baton.EventRestored, Instance: "b", Task: "1_1", Replayed: 40},
+		{Time: start.Add(10*s + 650*ms), Kind: baton.EventFirstRecord, Instance: "b", Task: "1_1"},
+	}}
+	w := Window{Event: EventOut, Start: 10 * s, Balanced: 11 * s, End: 13 * s, Baseline: 5 * s}
+	ef := Analyze(rec, w, isStateful)
+	if ef.Moved != 1 || ef.Unmoved != 1 {
+		t.Fatalf("moved %d unmoved %d, want 1 and 1", ef.Moved, ef.Unmoved)
+	}
+	if ef.TimeToBalance != s {
+		t.Errorf("time to balance %v, want 1s", ef.TimeToBalance)
+	}
+	if ef.HandoverMax != 500*ms {
+		t.Errorf("handover %v, want 500ms (last record at 10.15s, first at 10.65s)", ef.HandoverMax)
+	}
+	if ef.UnmovedNormal != 100*ms || ef.UnmovedGap != 400*ms {
+		t.Errorf("unmoved gap %v vs normal %v, want 400ms vs 100ms", ef.UnmovedGap, ef.UnmovedNormal)
+	}
+	if ef.UnmovedRevoked != 0 {
+		t.Errorf("unmoved revoked %d, want 0", ef.UnmovedRevoked)
+	}
+	if ef.ReplayedSum != 40 || ef.ReplayedMax != 40 || ef.AssignedLagMax != 40 || ef.Cold != 0 {
+		t.Errorf("replayed %d/%d lag %d cold %d, want 40/40 40 0", ef.ReplayedSum, ef.ReplayedMax, ef.AssignedLagMax, ef.Cold)
+	}
+	// Steady: 2 tasks x 10 records per 100ms = 200/s; the second after
+	// 10s holds 12 samples: 120/s.
+	if ef.SteadyRate != 200 {
+		t.Errorf("steady rate %v, want 200", ef.SteadyRate)
+	}
+	if ef.MinRate != 120 || ef.Dip != 0.6 {
+		t.Errorf("lowest rate %v (dip %v), want 120 (0.6)", ef.MinRate, ef.Dip)
+	}
+	var moved TaskFigures
+	for _, tf := range ef.Tasks {
+		if tf.Task == "1_1" {
+			moved = tf
+		}
+	}
+	if moved.From != "a" || moved.To != "b" || !moved.Revoked || moved.AssignedAs != "warm" {
+		t.Errorf("moved task figures %+v", moved)
+	}
+}
+
+func sortProgress(ps []Progress) []Progress {
+	out := slices.Clone(ps)
+	slices.SortStableFunc(out, func(a, b Progress) int { return cmp.Compare(a.At, b.At) })
+	return out
+}
+
+func TestGaps(t *testing.T) {
+	ps := []Progress{{At: 100}, {At: 200}, {At: 250}, {At: 600}}
+	if g := normalGap(ps, 150, 600); g != 350 {
+		t.Errorf("normalGap = %v, want 350 (gaps inside the window only)", g)
+	}
+	if g := eventGap(ps, 300, 1000); g != 400 {
+		t.Errorf("eventGap = %v, want 400 (stalled from 600 to the end)", g)
+	}
+	if g := eventGap(ps, 210, 500); g != 250 {
+		t.Errorf("eventGap = %v, want 250 (stalled from 250 to the end of the window)", g)
+	}
+}
+
+// TestScaleSmoke runs the scale script under smooth and eager on tiny
+// state and checks what must hold whatever the timing: every event
+// balanced, counts verified, smooth never revoked a task that stayed and
+// restored at most the acceptable lag on the critical path when scaling
+// out and in, and the figures were written and drawn.
+func TestScaleSmoke(t *testing.T) {
+	cfg := SmokeScaleConfig()
+	cfg.Policies = []assign.Policy{assign.Smooth, assign.Eager}
+	if testing.Verbose() {
+		cfg.Log = os.Stderr
+	}
+	res, err := RunScale(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Runs {
+		if len(r.Events) != 4 {
+			t.Errorf("%s: %d events, want 4", r.Policy, len(r.Events))
+		}
+		if r.Words < cfg.Keys {
+			t.Errorf("%s: verified %d words, want at least %d", r.Policy, r.Words, cfg.Keys)
+		}
+		for _, ef := range r.Events {
+			if ef.Balanced == 0 || ef.Moved == 0 || ef.Moved+ef.Unmoved != int(2*cfg.Partitions) {
+				t.Errorf("%s %s: balanced at %v, %d moved + %d unmoved, want balanced and %d tasks", r.Policy, ef.Event, ef.Balanced, ef.Moved, ef.Unmoved, 2*cfg.Partitions)
+			}
+			if ef.SteadyRate <= 0 {
+				t.Errorf("%s %s: no steady throughput measured", r.Policy, ef.Event)
+			}
+			if r.Policy != string(assign.Smooth) {
+				continue
+			}
+			if ef.UnmovedRevoked != 0 {
+				t.Errorf("smooth %s: %d unmoved tasks were revoked", ef.Event, ef.UnmovedRevoked)
+			}
+			if (ef.Event == EventOut || ef.Event == EventIn) && (ef.ReplayedMax > cfg.AcceptableLag || ef.Cold > 0) {
+				t.Errorf("smooth %s: replayed up to %d (acceptable lag %d), %d cold", ef.Event, ef.ReplayedMax, cfg.AcceptableLag, ef.Cold)
+			}
+		}
+	}
+	dir := t.TempDir()
+	if _, err := WriteJSON(dir, "scale.json", res); err != nil {
+		t.Fatal(err)
+	}
+	var back ScaleResult
+	b, err := os.ReadFile(filepath.Join(dir, "scale.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Runs) != 2 {
+		t.Fatalf("scale.json does not read back: %v", err)
+	}
+	svg := filepath.Join(dir, "scale.svg")
+	if err := PlotScale(res, svg); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(svg); err != nil || !strings.Contains(string(b), "<svg") {
+		t.Fatalf("scale.svg: %v", err)
+	}
+	var table strings.Builder
+	if err := PrintScale(&table, res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), EventCrashStandby) {
+		t.Errorf("table lacks the last event:\n%s", table.String())
+	}
+}
+
+func TestRestoreSmoke(t *testing.T) {
+	res, err := RunRestore(context.Background(), SmokeRestoreConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Changelog < int64(res.Config.Keys) || res.Restored != res.Changelog {
+		t.Errorf("changelog %d records, restored %d, want both >= %d and equal", res.Changelog, res.Restored, res.Config.Keys)
+	}
+	if len(res.Tasks) != int(res.Config.Partitions) || res.RestoreRate <= 0 || res.RawRate <= 0 || res.Ratio <= 0 {
+		t.Errorf("figures missing: %+v", res)
+	}
+}
+
+func TestThroughputSmoke(t *testing.T) {
+	res, err := RunThroughput(context.Background(), SmokeThroughputConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Plain.Verified || res.Plain.LinesPS <= 0 {
+		t.Errorf("plain consumer: %+v", res.Plain)
+	}
+	if len(res.Baton) != len(res.Config.Workers) {
+		t.Fatalf("%d baton runs, want %d", len(res.Baton), len(res.Config.Workers))
+	}
+	for _, r := range res.Baton {
+		if !r.Verified || r.LinesPS <= 0 || r.VsPlain <= 0 {
+			t.Errorf("baton with %d workers: %+v", r.Workers, r)
+		}
+	}
+}
+
+func TestHeartbeatSmoke(t *testing.T) {
+	res, err := RunHeartbeat(context.Background(), SmokeHeartbeatConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 2 {
+		t.Fatalf("%d runs, want 2", len(res.Runs))
+	}
+	fast, slow := res.Runs[0], res.Runs[1]
+	for _, r := range res.Runs {
+		if r.HeartbeatsPS <= 0 || r.CoordinatorPS < r.HeartbeatsPS || r.Out.Moved == 0 {
+			t.Errorf("heartbeat %v: %+v", r.Interval, r)
+		}
+	}
+	// Five times the interval is five times fewer heartbeats; allow for
+	// the rounding of a short window.
+	if fast.HeartbeatsPS < 2*slow.HeartbeatsPS {
+		t.Errorf("heartbeats/s at %v = %.1f, at %v = %.1f: want the faster interval to send clearly more",
+			fast.Interval, fast.HeartbeatsPS, slow.Interval, slow.HeartbeatsPS)
+	}
+}

@@ -1,0 +1,136 @@
+package bench
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/baton-streams/baton"
+)
+
+// Progress is one sample in which a task processed records on an
+// instance: N records since the previous sample of that task there.
+type Progress struct {
+	At       time.Duration `json:"at_ns"` // since the recording started
+	Instance string        `json:"instance"`
+	Task     string        `json:"task"`
+	N        int64         `json:"n"`
+}
+
+// Recording is what a recorder saw: processing progress and events, with
+// times relative to Start.
+type Recording struct {
+	Start    time.Time     `json:"start"`
+	Interval time.Duration `json:"sample_interval_ns"`
+	Progress []Progress    `json:"-"`
+	Events   []baton.Event `json:"-"`
+}
+
+// recorder samples the Status of the instances it watches and collects
+// their events. Its listen method is the instances' Listener.
+type recorder struct {
+	start    time.Time
+	interval time.Duration
+
+	mu     sync.Mutex // guards the fields below
+	events []baton.Event
+	insts  []*instance
+	last   map[[2]string]int64 // (instance, task) -> processed at the last sample
+	prog   []Progress
+	totals map[string]int64 // by task id prefix "<subtopology>_"
+}
+
+func newRecorder(interval time.Duration) *recorder {
+	return &recorder{start: time.Now(), interval: interval, last: map[[2]string]int64{}, totals: map[string]int64{}}
+}
+
+// listen is a baton.Listener: it only appends.
+func (r *recorder) listen(e baton.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+// watch adds an instance to the sampled ones.
+func (r *recorder) watch(in *instance) {
+	r.mu.Lock()
+	r.insts = append(r.insts, in)
+	r.mu.Unlock()
+}
+
+// since is a wall time relative to the recording's start.
+func (r *recorder) since(t time.Time) time.Duration { return t.Sub(r.start) }
+
+// run samples until ctx is done.
+func (r *recorder) run(ctx context.Context) {
+	tick := time.NewTicker(r.interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		r.sample()
+	}
+}
+
+func (r *recorder) sample() {
+	r.mu.Lock()
+	insts := append([]*instance(nil), r.insts...)
+	r.mu.Unlock()
+	for _, in := range insts {
+		st := in.app.Status()
+		at := time.Since(r.start)
+		r.mu.Lock()
+		active := map[string]bool{}
+		for _, t := range st.Tasks {
+			if t.Role != "active" {
+				continue
+			}
+			active[t.ID] = true
+			k := [2]string{in.id, t.ID}
+			prev := r.last[k] // 0 for a task new here
+			if t.Processed < prev {
+				prev = 0 // a new task object: it came back here
+			}
+			r.last[k] = t.Processed
+			if n := t.Processed - prev; n > 0 {
+				r.prog = append(r.prog, Progress{At: at, Instance: in.id, Task: t.ID, N: n})
+				if i := strings.IndexByte(t.ID, '_'); i >= 0 {
+					r.totals[t.ID[:i+1]] += n
+				}
+			}
+		}
+		for k := range r.last {
+			if k[0] == in.id && !active[k[1]] {
+				delete(r.last, k) // revoked: its counter starts over if it comes back
+			}
+		}
+		r.mu.Unlock()
+	}
+}
+
+// snapshot returns a copy of what was recorded so far.
+func (r *recorder) snapshot() Recording {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return Recording{Start: r.start, Interval: r.interval,
+		Progress: append([]Progress(nil), r.prog...), Events: append([]baton.Event(nil), r.events...)}
+}
+
+// eventCount is the number of events so far (a mark to read on from).
+func (r *recorder) eventCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.events)
+}
+
+// total is the records processed by the tasks of one subtopology (prefix
+// "<subtopology>_") over the whole recording.
+func (r *recorder) total(prefix string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.totals[prefix]
+}

@@ -1,0 +1,91 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+)
+
+// PrintScale writes the side-by-side table: for each event, one line per
+// policy.
+func PrintScale(w io.Writer, res *ScaleResult) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "event\tpolicy\tbalanced\tmoved\thandover max\tmedian\tunmoved longest gap\tvs normal\tunmoved revoked\treplayed (critical path)\tmax lag at assign\tcold\tthroughput dip\t")
+	var events []string
+	seen := map[string]bool{}
+	for _, r := range res.Runs {
+		for _, e := range r.Events {
+			if !seen[e.Event] {
+				seen[e.Event] = true
+				events = append(events, e.Event)
+			}
+		}
+	}
+	for _, name := range events {
+		for _, r := range res.Runs {
+			var ef *EventFigures
+			for i := range r.Events {
+				if r.Events[i].Event == name {
+					ef = &r.Events[i]
+				}
+			}
+			if ef == nil {
+				fmt.Fprintf(tw, "%s\t%s\t(not run)\t\t\t\t\t\t\t\t\t\t\t\n", name, r.Policy)
+				continue
+			}
+			bal := "never"
+			if ef.Balanced > 0 {
+				bal = secs(ef.TimeToBalance)
+			}
+			ratio := "-"
+			if ef.UnmovedNormal > 0 {
+				ratio = fmt.Sprintf("x%.1f", ef.UnmovedPause)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d/%d\t%d (max %d)\t%d\t%d\t%.0f%%\t\n",
+				name, r.Policy, bal, ef.Moved, ms(ef.HandoverMax), ms(ef.HandoverMedian),
+				ms(ef.UnmovedGap), ratio, ef.UnmovedRevoked, ef.Unmoved,
+				ef.ReplayedSum, ef.ReplayedMax, ef.AssignedLagMax, ef.Cold, 100*ef.Dip)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	for _, r := range res.Runs {
+		status := fmt.Sprintf("verified %d words (%d over-counted after crashes)", r.Words, r.OverCounted)
+		if r.Error != "" {
+			status = "FAILED: " + r.Error
+		}
+		fmt.Fprintf(w, "%-12s %6.0fs  %d lines produced during the script; %s\n", r.Policy, r.Elapsed.Seconds(), r.Produced, status)
+	}
+	return nil
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
+
+func ms(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	if d >= 10*time.Second {
+		return secs(d)
+	}
+	return fmt.Sprintf("%dms", d.Milliseconds())
+}
+
+// WriteJSON writes v as indented JSON to dir/name, creating dir.
+func WriteJSON(dir, name string, v any) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, name)
+	return path, os.WriteFile(path, append(b, '\n'), 0o644)
+}

@@ -1,0 +1,316 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/bench"
+)
+
+var benchCmd = &cobra.Command{
+	Use:   "bench",
+	Short: "Measure scaling, restore, throughput and heartbeat costs on an embedded cluster",
+	Long: `bench runs baton against an embedded Kafka-compatible cluster and prints
+figures side by side with a baseline measured in the same run. Every
+subcommand takes --smoke for a tiny run (seconds) and --out DIR for the raw
+figures as JSON (and, for scale, an SVG picture).`,
+	Args: cobra.NoArgs,
+}
+
+func init() {
+	rootCmd.AddCommand(benchCmd)
+	benchCmd.AddCommand(benchScaleCmd(), benchRestoreCmd(), benchThroughputCmd(), benchHeartbeatCmd())
+}
+
+func benchContext(cmd *cobra.Command) context.Context {
+	if ctx := cmd.Context(); ctx != nil {
+		return ctx
+	}
+	return context.Background()
+}
+
+func benchScaleCmd() *cobra.Command {
+	var (
+		smoke    bool
+		policies string
+		out      string
+		cfg      bench.ScaleConfig
+		verbose  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "scale",
+		Short: "Scale out, drain, crash: the same script under each policy, side by side",
+		Long: `scale runs one script per policy, each on a fresh embedded cluster: two
+wordcount instances with prefilled state (--keys distinct words) process a
+steady input (--rate lines/s); a third joins (out), drains (in), another joins
+and crashes (its connections cut), and three instances with one standby per
+task lose one. For every event it measures the pause of unmoved tasks against
+their normal gap, the handover gap of moved tasks, the records restored on
+the critical path, the time to balance and the throughput dip.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			base := bench.DefaultScaleConfig()
+			if smoke {
+				base = bench.SmokeScaleConfig()
+			}
+			ps, err := parsePolicies(policies)
+			if err != nil {
+				return usageErr(err)
+			}
+			base.Policies = ps
+			f := cmd.Flags()
+			if f.Changed("keys") {
+				base.Keys = cfg.Keys
+			}
+			if f.Changed("rate") {
+				base.Rate = cfg.Rate
+			}
+			if f.Changed("partitions") {
+				base.Partitions = cfg.Partitions
+			}
+			if f.Changed("steady") {
+				base.Steady = cfg.Steady
+			}
+			if base.Keys < 1 || base.Rate < 1 || base.Partitions < 3 || base.Steady < 500*time.Millisecond {
+				return usageErr(fmt.Errorf("bench scale: want --keys >= 1, --rate >= 1, --partitions >= 3, --steady >= 500ms"))
+			}
+			if verbose {
+				base.Log = cmd.ErrOrStderr()
+			}
+			res, err := bench.RunScale(benchContext(cmd), base)
+			w := cmd.OutOrStdout()
+			if res != nil {
+				if perr := bench.PrintScale(w, res); perr != nil {
+					return perr
+				}
+				if out != "" {
+					if werr := writeScale(w, out, res); werr != nil {
+						return werr
+					}
+				}
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&smoke, "smoke", false, "tiny run: 3000 keys, short phases (seconds per policy)")
+	f.StringVar(&policies, "policy", "smooth,cooperative,eager", "policies to compare, comma-separated")
+	f.IntVar(&cfg.Keys, "keys", 0, "distinct words prefilled: the state to move (default 1000000)")
+	f.IntVar(&cfg.Rate, "rate", 0, "input lines per second during the script (default 1000)")
+	f.Int32Var(&cfg.Partitions, "partitions", 0, "input partitions (default 6)")
+	f.DurationVar(&cfg.Steady, "steady", 0, "steady period before each event: the baseline (default 5s)")
+	f.StringVar(&out, "out", "", "directory for scale.json and scale.svg")
+	f.BoolVarP(&verbose, "verbose", "v", false, "narrate the script on stderr")
+	return cmd
+}
+
+func writeScale(w io.Writer, dir string, res *bench.ScaleResult) error {
+	path, err := bench.WriteJSON(dir, "scale.json", res)
+	if err != nil {
+		return err
+	}
+	svg := filepath.Join(dir, "scale.svg")
+	if err := bench.PlotScale(res, svg); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "wrote %s and %s\n", path, svg)
+	return nil
+}
+
+func parsePolicies(s string) ([]assign.Policy, error) {
+	var out []assign.Policy
+	for _, name := range strings.Split(s, ",") {
+		p, err := assign.ParsePolicy(strings.TrimSpace(name))
+		if err != nil {
+			return nil, fmt.Errorf("bench: --policy: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func benchRestoreCmd() *cobra.Command {
+	var (
+		smoke   bool
+		keys    int
+		out     string
+		verbose bool
+	)
+	cmd := &cobra.Command{
+		Use:   "restore",
+		Short: "Records/s a cold task restores into Pebble against a plain read of the same changelog",
+		Long: `restore fills a wordcount changelog through an App (--keys records), then
+times a cold instance restoring every task from it into Pebble, and a plain
+kgo consumer reading the same changelog from the same cluster. The ratio of
+the two rates is the restore's efficiency (goal: at least 0.8).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := bench.DefaultRestoreConfig()
+			if smoke {
+				cfg = bench.SmokeRestoreConfig()
+			}
+			if cmd.Flags().Changed("keys") {
+				if keys < 1 {
+					return usageErr(fmt.Errorf("bench restore: --keys must be >= 1, got %d", keys))
+				}
+				cfg.Keys = keys
+			}
+			if verbose {
+				cfg.Log = cmd.ErrOrStderr()
+			}
+			res, err := bench.RunRestore(benchContext(cmd), cfg)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "changelog records      %d\n", res.Changelog)
+			fmt.Fprintf(w, "cold restore (Pebble)  %d records in %v: %.0f records/s\n", res.Restored, res.RestoreTime.Round(time.Millisecond), res.RestoreRate)
+			fmt.Fprintf(w, "plain read             %d records in %v: %.0f records/s\n", res.Changelog, res.RawTime.Round(time.Millisecond), res.RawRate)
+			fmt.Fprintf(w, "ratio                  %.2f (goal >= 0.8)\n", res.Ratio)
+			return writeJSON(w, out, "restore.json", res)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&smoke, "smoke", false, "tiny run (20000 records)")
+	f.IntVar(&keys, "keys", 0, "changelog records to restore (default 1000000)")
+	f.StringVar(&out, "out", "", "directory for restore.json")
+	f.BoolVarP(&verbose, "verbose", "v", false, "narrate on stderr")
+	return cmd
+}
+
+func benchThroughputCmd() *cobra.Command {
+	var (
+		smoke   bool
+		lines   int
+		workers []int
+		out     string
+		verbose bool
+	)
+	cmd := &cobra.Command{
+		Use:   "throughput",
+		Short: "Wordcount records/s on one instance against a plain consumer, by number of workers",
+		Long: `throughput produces --lines lines of three words, counts them with a plain kgo
+consumer (split and count in a map, nothing durable), then with one wordcount
+instance per worker count, each as a fresh application reading the same
+input. It prints lines/s and the ratio to the plain consumer.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := bench.DefaultThroughputConfig()
+			if smoke {
+				cfg = bench.SmokeThroughputConfig()
+			}
+			f := cmd.Flags()
+			if f.Changed("lines") {
+				cfg.Lines = lines
+			}
+			if f.Changed("workers") {
+				cfg.Workers = workers
+			}
+			if cfg.Lines < 1 || len(cfg.Workers) == 0 || slices.Min(cfg.Workers) < 1 {
+				return usageErr(fmt.Errorf("bench throughput: want --lines >= 1 and --workers >= 1"))
+			}
+			if verbose {
+				cfg.Log = cmd.ErrOrStderr()
+			}
+			res, err := bench.RunThroughput(benchContext(cmd), cfg)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "reader\tworkers\tlines/s\trecords/s (lines+words)\tvs plain\tcounts verified\t")
+			fmt.Fprintf(tw, "plain kgo consumer\t1\t%.0f\t-\t1.00\t%v\t\n", res.Plain.LinesPS, res.Plain.Verified)
+			for _, r := range res.Baton {
+				fmt.Fprintf(tw, "baton wordcount\t%d\t%.0f\t%.0f\t%.2f\t%v\t\n", r.Workers, r.LinesPS, r.RecsPS, r.VsPlain, r.Verified)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			return writeJSON(w, out, "throughput.json", res)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&smoke, "smoke", false, "tiny run (5000 lines, 1 and 2 workers)")
+	f.IntVar(&lines, "lines", 0, "input lines (default 300000)")
+	f.IntSliceVar(&workers, "workers", nil, "worker counts to run (default 1,2,4)")
+	f.StringVar(&out, "out", "", "directory for throughput.json")
+	f.BoolVarP(&verbose, "verbose", "v", false, "narrate on stderr")
+	return cmd
+}
+
+func benchHeartbeatCmd() *cobra.Command {
+	var (
+		smoke     bool
+		intervals []time.Duration
+		out       string
+		verbose   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "heartbeat",
+		Short: "Handover gap and coordinator requests/s at several heartbeat intervals",
+		Long: `heartbeat scales a wordcount group out from 2 to 3 instances once per
+--intervals value (baton.WithHeartbeatInterval), each as a fresh application
+on one embedded cluster, and reports the requests per second each instance
+sends the group coordinator in steady state (counted with a kgo hook) and
+the handover gaps of the scale-out.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := bench.DefaultHeartbeatConfig()
+			if smoke {
+				cfg = bench.SmokeHeartbeatConfig()
+			}
+			if cmd.Flags().Changed("intervals") {
+				cfg.Intervals = intervals
+			}
+			if len(cfg.Intervals) == 0 || slices.Min(cfg.Intervals) < 10*time.Millisecond {
+				return usageErr(fmt.Errorf("bench heartbeat: want --intervals >= 10ms"))
+			}
+			if verbose {
+				cfg.Log = cmd.ErrOrStderr()
+			}
+			res, err := bench.RunHeartbeat(benchContext(cmd), cfg)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "heartbeat\theartbeats/s\tcoordinator requests/s\ttime to balance\tmoved\thandover max\tmedian\t")
+			for _, r := range res.Runs {
+				fmt.Fprintf(tw, "%v\t%.1f\t%.1f\t%.1fs\t%d\t%v\t%v\t\n", r.Interval, r.HeartbeatsPS, r.CoordinatorPS,
+					r.Out.TimeToBalance.Seconds(), r.Out.Moved, r.Out.HandoverMax.Round(time.Millisecond), r.Out.HandoverMedian.Round(time.Millisecond))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintln(w, "(requests per second per instance in steady state; handovers of the 2->3 scale-out)")
+			return writeJSON(w, out, "heartbeat.json", res)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&smoke, "smoke", false, "tiny run (100ms and 500ms)")
+	f.DurationSliceVar(&intervals, "intervals", nil, "heartbeat intervals (default 50ms,200ms,1s,3s)")
+	f.StringVar(&out, "out", "", "directory for heartbeat.json")
+	f.BoolVarP(&verbose, "verbose", "v", false, "narrate on stderr")
+	return cmd
+}
+
+func writeJSON(w io.Writer, dir, name string, v any) error {
+	if dir == "" {
+		return nil
+	}
+	path, err := bench.WriteJSON(dir, name, v)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "wrote %s\n", path)
+	return nil
+}
