@@ -42,6 +42,7 @@ type config struct {
 	registerer     prometheus.Registerer
 	listener       Listener
 	sinkConfigs    map[string]*string // non-nil: create missing sink topics with these configs
+	optErr         error              // an option that could not be applied
 }
 
 func defaults() config {
@@ -158,6 +159,9 @@ func WithCreateSinks(configs map[string]string) Option {
 }
 
 func (c *config) validate() error {
+	if c.optErr != nil {
+		return c.optErr
+	}
 	bad := func(option, format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrConfig, option, fmt.Sprintf(format, args...))
 	}

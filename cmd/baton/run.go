@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -61,6 +62,13 @@ func init() {
 	f.Duration("heartbeat", 200*time.Millisecond, "group heartbeat interval")
 	f.Duration("session-timeout", 6*time.Second, "group session timeout")
 	f.Duration("drain-timeout", 60*time.Second, "longest a graceful stop waits for tasks to move")
+	f.String("sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (password from $BATON_SASL_PASSWORD)")
+	f.String("sasl-user", "", "SASL user")
+	f.Bool("tls", false, "connect to the brokers over TLS")
+	f.String("tls-ca", "", "PEM file of the CA that signed the brokers' certificates (default: system roots; implies --tls)")
+	f.String("tls-cert", "", "PEM client certificate for mutual TLS (implies --tls)")
+	f.String("tls-key", "", "PEM key of the client certificate")
+	f.String("tls-server-name", "", "server name to verify in the brokers' certificates")
 	for _, name := range []string{"brokers", "app-id", "input", "output", "state-dir"} {
 		_ = wordcountCmd.MarkFlagRequired(name)
 	}
@@ -70,7 +78,14 @@ func init() {
 
 func runWordcount(cmd *cobra.Command, _ []string) error {
 	f := cmd.Flags()
-	str := func(n string) string { v, _ := f.GetString(n); return v }
+	str := func(n string) string {
+		if n == "tls" {
+			b, _ := f.GetBool(n)
+			return strconv.FormatBool(b)
+		}
+		v, _ := f.GetString(n)
+		return v
+	}
 	num := func(n string) int { v, _ := f.GetInt(n); return v }
 	dur := func(n string) time.Duration { v, _ := f.GetDuration(n); return v }
 	lag, _ := f.GetInt64("acceptable-lag")
@@ -118,6 +133,11 @@ func runWordcount(cmd *cobra.Command, _ []string) error {
 	if id := str("instance-id"); id != "" {
 		opts = append(opts, baton.WithInstanceID(id))
 	}
+	sec, err := securityOptions(str)
+	if err != nil {
+		return usageErr(err)
+	}
+	opts = append(opts, sec...)
 	var ln net.Listener
 	if addr := str("http"); addr != "" {
 		ln, err = net.Listen("tcp", addr)
@@ -153,6 +173,32 @@ func runWordcount(cmd *cobra.Command, _ []string) error {
 		app.Leave()
 	}()
 	return app.Run(ctx)
+}
+
+// securityOptions turns the SASL and TLS flags into options. The SASL
+// password comes from the environment so that it is not in the process
+// list, and it is never printed.
+func securityOptions(str func(string) string) ([]baton.Option, error) {
+	var opts []baton.Option
+	if mech := str("sasl-mechanism"); mech != "" {
+		pass, ok := os.LookupEnv("BATON_SASL_PASSWORD")
+		if !ok {
+			return nil, errors.New("--sasl-mechanism: set the password in $BATON_SASL_PASSWORD")
+		}
+		if str("sasl-user") == "" {
+			return nil, errors.New("--sasl-user: required with --sasl-mechanism")
+		}
+		opts = append(opts, baton.WithSASL(mech, str("sasl-user"), pass))
+	}
+	useTLS := str("tls") == "true" || str("tls-ca") != "" || str("tls-cert") != ""
+	if useTLS {
+		cfg, err := baton.TLSFiles(str("tls-ca"), str("tls-cert"), str("tls-key"), str("tls-server-name"))
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, baton.WithTLS(cfg))
+	}
+	return opts, nil
 }
 
 // statusHandler serves /status, /metrics, the group page (/) and the JSON
