@@ -14,6 +14,7 @@ type metrics struct {
 	replayed      prometheus.Counter
 	commitSeconds prometheus.Histogram
 	handover      prometheus.Histogram
+	badRecords    *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer, appID, instance string) *metrics {
@@ -35,9 +36,11 @@ func newMetrics(r prometheus.Registerer, appID, instance string) *metrics {
 		handover: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "baton_task_restore_seconds",
 			Help: "Time from a task's assignment here to its first processing.", ConstLabels: labels,
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+		badRecords: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_bad_records_total",
+			Help: "Input records that failed to decode and were skipped or dead-lettered, by task.", ConstLabels: labels}, []string{"task"}),
 	}
 	if r != nil {
-		for _, c := range []prometheus.Collector{m.processed, m.restored, m.lag, m.rebalances, m.replayed, m.commitSeconds, m.handover} {
+		for _, c := range []prometheus.Collector{m.processed, m.restored, m.lag, m.rebalances, m.replayed, m.commitSeconds, m.handover, m.badRecords} {
 			_ = r.Register(c)
 		}
 	}

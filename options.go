@@ -43,6 +43,7 @@ type config struct {
 	listener       Listener
 	sinkConfigs    map[string]*string // non-nil: create missing sink topics with these configs
 	optErr         error              // an option that could not be applied
+	badRecords     BadRecordPolicy
 }
 
 func defaults() config {

@@ -209,7 +209,9 @@ func (a *App) process(t *task, recs []*kgo.Record) error {
 	for _, r := range recs {
 		rec := topology.Record{Key: r.Key, Value: r.Value, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp}
 		if err := t.proc.Process(t.ctx, rec); err != nil {
-			return fmt.Errorf("baton: task %s: %w", t.id, err)
+			if err := a.badRecord(t, r, err); err != nil {
+				return fmt.Errorf("baton: task %s: %w", t.id, err)
+			}
 		}
 		t.offsets[r.Topic] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
 		t.processed.Add(1)

@@ -62,6 +62,7 @@ func init() {
 	f.Duration("heartbeat", 200*time.Millisecond, "group heartbeat interval")
 	f.Duration("session-timeout", 6*time.Second, "group session timeout")
 	f.Duration("drain-timeout", 60*time.Second, "longest a graceful stop waits for tasks to move")
+	f.String("on-bad-record", "stop", "an input record that fails to decode: stop, skip, or dead-letter:TOPIC")
 	f.String("sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (password from $BATON_SASL_PASSWORD)")
 	f.String("sasl-user", "", "SASL user")
 	f.Bool("tls", false, "connect to the brokers over TLS")
@@ -132,6 +133,15 @@ func runWordcount(cmd *cobra.Command, _ []string) error {
 	}
 	if id := str("instance-id"); id != "" {
 		opts = append(opts, baton.WithInstanceID(id))
+	}
+	switch bad := str("on-bad-record"); {
+	case bad == "stop":
+	case bad == "skip":
+		opts = append(opts, baton.WithBadRecords(baton.SkipBadRecords))
+	case strings.HasPrefix(bad, "dead-letter:") && len(bad) > len("dead-letter:"):
+		opts = append(opts, baton.WithBadRecords(baton.DeadLetter(strings.TrimPrefix(bad, "dead-letter:"))))
+	default:
+		return usageErr(fmt.Errorf("--on-bad-record %q: want stop, skip or dead-letter:TOPIC", bad))
 	}
 	sec, err := securityOptions(str)
 	if err != nil {

@@ -1,0 +1,123 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton/cluster"
+	"github.com/baton-streams/baton/topology"
+)
+
+// doubler reads decimal numbers and writes them doubled: a record that is
+// not a number fails to decode.
+func doubler(t *testing.T) *topology.Topology {
+	t.Helper()
+	b := topology.NewBuilder("dbl")
+	s := topology.FromTopic(b, "nums", topology.String, topology.Int64)
+	topology.MapValues(s, func(v int64) int64 { return 2 * v }).To("doubled")
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top
+}
+
+func TestBadRecords(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		policy BadRecordPolicy
+	}{{"stop", StopOnBadRecord}, {"skip", SkipBadRecords}, {"dead-letter", DeadLetter("bad")}} {
+		t.Run(c.name, func(t *testing.T) {
+			cl, err := cluster.Start("127.0.0.1:0", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			client, err := kgo.NewClient(kgo.SeedBrokers(cl.Addrs()...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			adm := kadm.NewClient(client)
+			for _, topic := range []string{"nums", "doubled", "bad"} {
+				if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, topic); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, v := range []string{"1", "2", "abc", "3"} {
+				if err := client.ProduceSync(context.Background(), &kgo.Record{Topic: "nums", Value: []byte(v)}).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			reg := prometheus.NewRegistry()
+			app, err := New(doubler(t), WithBrokers(cl.Addrs()...), WithAppID("dbl"), WithBadRecords(c.policy),
+				WithMetrics(reg), WithLogger(slog.New(slog.DiscardHandler)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- app.Run(ctx) }()
+
+			if c.policy == StopOnBadRecord {
+				select {
+				case err := <-done:
+					if !errors.Is(err, topology.ErrDecode) || !strings.Contains(err.Error(), "nums[0]@2") {
+						t.Errorf("err = %v, want a decode error naming nums[0]@2", err)
+					}
+				case <-time.After(20 * time.Second):
+					t.Fatal("a bad record did not stop the App")
+				}
+				return
+			}
+			want := "[2 4 6]"
+			if got := readValues(t, cl.Addrs(), "doubled", 3); fmt.Sprint(got) != want {
+				t.Errorf("doubled = %v, want %s", got, want)
+			}
+			var m dto.Metric
+			if err := app.metrics.badRecords.WithLabelValues("0_0").Write(&m); err != nil {
+				t.Fatal(err)
+			}
+			if n := m.GetCounter().GetValue(); n != 1 {
+				t.Errorf("baton_bad_records_total = %v, want 1", n)
+			}
+			if c.name == "dead-letter" {
+				if got := readValues(t, cl.Addrs(), "bad", 1); fmt.Sprint(got) != "[abc]" {
+					t.Errorf("dead letters = %v, want [abc]", got)
+				}
+			}
+			cancel()
+			app.Leave()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func readValues(t *testing.T, brokers []string, topic string, n int) []string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out []string
+	for len(out) < n && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { out = append(out, string(r.Value)) })
+	}
+	return out
+}
