@@ -460,6 +460,24 @@ func (a *App) updateEndsLocked(t *task) {
 		a.log.Warn("listing changelog end offsets", "task", t.id, "err", err)
 		return
 	}
+	starts, err := a.admin.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		a.log.Warn("listing changelog start offsets", "task", t.id, "err", err)
+	}
+	for _, s := range t.stores {
+		o, ok := starts.Lookup(s.changelog, t.part)
+		if err == nil && ok && o.Err == nil && s.checkpoint > 0 && s.checkpoint < o.Offset {
+			// Records the store lacks are gone from the changelog: what it
+			// holds cannot be brought up to date. Start over from the start.
+			a.log.Warn("local state is behind its changelog's start; wiping it and restoring", "task", t.id, "store", s.name,
+				"checkpoint", s.checkpoint, "changelog_start", o.Offset)
+			if werr := s.st.Wipe(); werr != nil {
+				a.log.Warn("wiping store", "task", t.id, "err", werr)
+			}
+			s.checkpoint = 0
+			s.acked.Store(0)
+		}
+	}
 	for _, s := range t.stores {
 		if o, ok := ends.Lookup(s.changelog, t.part); ok && o.Err == nil {
 			s.end = max(s.end, o.Offset)
@@ -825,6 +843,10 @@ func (s *self) Led(generation int32, st assign.State, plan assign.Plan) {
 	for _, ip := range plan.Instances {
 		moved += len(ip.Revoked)
 		learners += len(ip.Learner)
+	}
+	if plan.Followup && moved == 0 {
+		// A follow-up nobody triggers by revoking: the leader asks for it.
+		a.rejoin.Store(true)
 	}
 	a.log.Info("rebalance planned as leader", "generation", generation, "instances", len(plan.Instances), "revoked", moved, "learners", learners, "followup", plan.Followup)
 	a.emit(Event{Kind: EventLeader, Generation: generation, Detail: fmt.Sprintf("revoked=%d learners=%d followup=%v", moved, learners, plan.Followup)})

@@ -3,6 +3,7 @@ package baton
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 )
@@ -416,4 +418,41 @@ func TestCorruptStateIsRestored(t *testing.T) {
 	if !restored {
 		t.Error("the damaged task was not restored from its changelog (no lag at assignment)")
 	}
+}
+
+// TestStateBehindChangelogStart: a store whose checkpoint is older than
+// the changelog's first offset (records deleted meanwhile) is wiped and
+// restored from the changelog's start, with a log line naming the task.
+func TestStateBehindChangelogStart(t *testing.T) {
+	h := newHarness(t, 1)
+	h.produce(200)
+	dir := t.TempDir()
+	a := h.start("a", WithStateDir(dir))
+	h.waitExact(30 * time.Second)
+	a.stop(t)
+	h.produce(200)
+	b := h.start("b")
+	h.waitExact(30 * time.Second)
+	b.stop(t)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(context.Background(), "wc-counts-changelog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var del kadm.Offsets
+	ends.Each(func(o kadm.ListedOffset) { del.AddOffset(o.Topic, o.Partition, o.Offset, -1) })
+	if _, err := adm.DeleteRecords(context.Background(), del); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	h.start("a2", WithStateDir(dir), WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	h.eventually(30*time.Second, "a2 to wipe the store behind the changelog's start", func() bool {
+		return strings.Contains(logs.String(), "behind its changelog's start") && strings.Contains(logs.String(), "task=1_0")
+	})
 }
