@@ -31,10 +31,20 @@ type Member struct {
 	// Subscription is what the member sent at its last join. When Err is
 	// set it holds what could be read (InstanceID falls back to MemberID).
 	Subscription protocol.Subscription
+	// Generation is the generation the member last joined with (-1 before
+	// its first); the newest claim wins a task two members claim.
+	Generation int32
 	// Topics are the source topics the member subscribed to.
 	Topics []string
 	// Assigned is the partitions the leader gave the member, by topic.
 	Assigned map[string][]int32
+	// Assignment is baton's part of what the leader gave the member in
+	// the last round: what it runs now. The Subscription is older (it was
+	// sent before that round), so it is the source of lags, not of roles.
+	// HasAssignment is false before the member's first round completes or
+	// when the leader's user data is unreadable.
+	Assignment    protocol.Assignment
+	HasAssignment bool
 	// Err says why the subscription could not be read in full.
 	Err error
 }
@@ -77,6 +87,9 @@ func decodeMember(dm kadm.DescribedGroupMember) Member {
 		for _, t := range ca.Topics {
 			m.Assigned[t.Topic] = append(m.Assigned[t.Topic], t.Partitions...)
 		}
+		if a, err := protocol.DecodeAssignment(ca.UserData); err == nil || errors.Is(err, protocol.ErrUnsupportedVersion) {
+			m.Assignment, m.HasAssignment = a, len(ca.UserData) > 0
+		}
 	}
 	meta, ok := dm.Join.AsConsumer()
 	if !ok {
@@ -85,6 +98,7 @@ func decodeMember(dm kadm.DescribedGroupMember) Member {
 		return m
 	}
 	m.Topics = meta.Topics
+	m.Generation = meta.Generation
 	sub, err := protocol.DecodeSubscription(meta.UserData)
 	var uv *protocol.UnsupportedVersionError
 	switch {
@@ -119,13 +133,24 @@ func (g Group) Subtopologies() []int {
 	return out
 }
 
-// TaskIDs returns every task id some member reports (active, standby,
-// learner or a lag), sorted.
+// Roles returns what the member runs now: its last assignment when there
+// is one, else what it reported at its last join.
+func (m Member) Roles() (active, standby, learner []string) {
+	if m.HasAssignment {
+		return m.Assignment.Active, m.Assignment.Standby, m.Assignment.Learner
+	}
+	s := m.Subscription
+	return s.Active, s.Standby, s.Learner
+}
+
+// TaskIDs returns every task id some member runs or reports (active,
+// standby, learner or a lag), sorted.
 func (g Group) TaskIDs() []string {
 	seen := map[string]bool{}
 	for _, m := range g.Members {
 		s := m.Subscription
-		for _, list := range [][]string{s.Active, s.Standby, s.Learner} {
+		active, standby, learner := m.Roles()
+		for _, list := range [][]string{s.Active, s.Standby, s.Learner, active, standby, learner} {
 			for _, id := range list {
 				seen[id] = true
 			}

@@ -209,12 +209,13 @@ func tasksOf(st *baton.Status) []TaskView {
 	return out
 }
 
-// tasksOfSubscription shows a member from its last join: roles from its
-// subscription, lags as of then, nothing processed known.
+// tasksOfSubscription shows a member from the group's record: roles from
+// its last assignment, lags from its last join, nothing processed known.
 func tasksOfSubscription(m Member) []TaskView {
 	s := m.Subscription
+	active, standby, learner := m.Roles()
 	var out []TaskView
-	for role, ids := range map[string][]string{"active": s.Active, "standby": s.Standby, "learner": s.Learner} {
+	for role, ids := range map[string][]string{"active": active, "standby": standby, "learner": learner} {
 		for _, id := range ids {
 			out = append(out, TaskView{ID: id, Role: role, Lag: s.Lags[id]})
 		}

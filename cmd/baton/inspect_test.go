@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton"
+	"github.com/baton-streams/baton/cluster"
+	"github.com/baton-streams/baton/topology"
+)
+
+// TestInspect runs `baton inspect` as a process against an embedded
+// cluster with two wordcount instances running in this test, and checks
+// the table names every task once as active and that the plan of a
+// settled group moves nothing.
+func TestInspect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and two instances")
+	}
+	c, err := cluster.Start("127.0.0.1:0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(context.Background(), 4, 1, nil, "lines"); err != nil {
+		t.Fatal(err)
+	}
+	var recs []*kgo.Record
+	for i := range 2000 {
+		recs = append(recs, &kgo.Record{Topic: "lines", Value: []byte("w" + string(rune('a'+i%26)) + " x")})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var apps []*baton.App
+	for _, id := range []string{"a", "b"} {
+		top, err := topology.WordCount("wc", "lines", "counts")
+		if err != nil {
+			t.Fatal(err)
+		}
+		app, err := baton.New(top, baton.WithBrokers(c.Addrs()...), baton.WithAppID("wc"), baton.WithInstanceID(id),
+			baton.WithStateDir(t.TempDir()), baton.WithSessionTimeout(2*time.Second), baton.WithHeartbeatInterval(100*time.Millisecond),
+			baton.WithRebalanceTimeout(3*time.Second), baton.WithAcceptableLag(10), baton.WithEndpoint("127.0.0.1:1"+id),
+			baton.WithCreateSinks(map[string]string{"cleanup.policy": "compact"}), baton.WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- app.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			app.Leave()
+			<-done
+		})
+		apps = append(apps, app)
+	}
+	settled := func() bool {
+		n := 0
+		for _, a := range apps {
+			st := a.Status()
+			for _, task := range st.Tasks {
+				if task.Role != "active" || task.Lag > 0 {
+					return false
+				}
+				n++
+			}
+			if st.Generation == 0 {
+				return false
+			}
+		}
+		return n == 8
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	var out, stderr string
+	var code int
+	for {
+		if settled() {
+			out, stderr, code = runBaton(t, "", "inspect", "--brokers", c.Addrs()[0], "--app-id", "wc", "--acceptable-lag", "10")
+			if code == 0 && strings.Contains(out, "nothing moves") && strings.Count(out, " active ") == 8 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("inspect never showed a settled group of 8 active tasks (exit %d):\n%s%s", code, out, stderr)
+		}
+		<-time.After(200 * time.Millisecond)
+	}
+	for _, want := range []string{"group wc: Stable, 2 members", "INSTANCE", "CHANGELOG END", "next plan (smooth"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, task := range []string{"0_0", "0_1", "0_2", "0_3", "1_0", "1_1", "1_2", "1_3"} {
+		if strings.Count(out, " "+task+" ") != 1 {
+			t.Errorf("task %s is not listed exactly once:\n%s", task, out)
+		}
+	}
+	t.Logf("baton inspect:\n%s", out)
+}
+
+func TestInspectBadInput(t *testing.T) {
+	for _, args := range [][]string{
+		{"inspect", "--app-id", "wc"},
+		{"inspect", "--brokers", "127.0.0.1:1"},
+		{"inspect", "--brokers", "127.0.0.1:1", "--app-id", "wc", "--policy", "nope"},
+		{"inspect", "--brokers", "127.0.0.1:1", "--app-id", "wc", "--max-learners", "0"},
+		{"inspect", "--bogus"},
+	} {
+		_, stderr, code := runBaton(t, "", args...)
+		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || stderr == "" {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line", args, code, stderr)
+		}
+	}
+}
