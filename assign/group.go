@@ -133,7 +133,7 @@ type bucket struct {
 	pos       []int     // task -> instance it is positioned on, or none
 	on        [][]int   // instance -> tasks positioned there, ascending (id order)
 	outOfLine int       // non-leaving instances over the ceiling or under the floor
-	low, high *devHeap  // non-leaving instances by deviation, lowest and highest first
+	low, high *instHeap // non-leaving instances by deviation, lowest and highest first
 }
 
 func newBucket(g *group, stateful bool) *bucket {
@@ -201,14 +201,14 @@ func newBucket(g *group, stateful bool) *bucket {
 
 // heaps returns the instances ordered by deviation, building them on first
 // use so that positioning every task first costs no heap upkeep.
-func (b *bucket) heaps() (low, high *devHeap) {
+func (b *bucket) heaps() (low, high *instHeap) {
 	if b.low == nil {
 		m := len(b.g.insts)
-		b.low = &devHeap{index: make([]int, m), less: func(x, y int) bool {
+		b.low = &instHeap{index: make([]int, m), less: func(x, y int) bool {
 			dx, dy := b.dev(x), b.dev(y)
 			return dx < dy || (dx == dy && x < y)
 		}}
-		b.high = &devHeap{index: make([]int, m), less: func(x, y int) bool {
+		b.high = &instHeap{index: make([]int, m), less: func(x, y int) bool {
 			dx, dy := b.dev(x), b.dev(y)
 			return dx > dy || (dx == dy && x < y)
 		}}
@@ -279,33 +279,34 @@ func (b *bucket) adjust(i int, f func()) {
 	}
 }
 
-// devHeap is a heap of instance indexes under an ordering by deviation.
-type devHeap struct {
+// instHeap is a heap of instance indexes under an ordering (less) of
+// the caller's, with each instance's position kept in index for heap.Fix.
+type instHeap struct {
 	items []int
 	index []int // instance -> position in items
 	less  func(x, y int) bool
 }
 
-func (h *devHeap) Len() int           { return len(h.items) }
-func (h *devHeap) Less(a, c int) bool { return h.less(h.items[a], h.items[c]) }
-func (h *devHeap) Swap(a, c int) {
+func (h *instHeap) Len() int           { return len(h.items) }
+func (h *instHeap) Less(a, c int) bool { return h.less(h.items[a], h.items[c]) }
+func (h *instHeap) Swap(a, c int) {
 	h.items[a], h.items[c] = h.items[c], h.items[a]
 	h.index[h.items[a]] = a
 	h.index[h.items[c]] = c
 }
-func (h *devHeap) Push(x any) {
+func (h *instHeap) Push(x any) {
 	i := x.(int)
 	h.index[i] = len(h.items)
 	h.items = append(h.items, i)
 }
-func (h *devHeap) Pop() any {
+func (h *instHeap) Pop() any {
 	i := h.items[len(h.items)-1]
 	h.items = h.items[:len(h.items)-1]
 	return i
 }
 
 // top returns the first instance in heap order that ok accepts, or none.
-func (h *devHeap) top(ok func(i int) bool) int {
+func (h *instHeap) top(ok func(i int) bool) int {
 	if len(h.items) > 0 && ok(h.items[0]) {
 		return h.items[0]
 	}

@@ -143,28 +143,29 @@ func bestCandidate(h *rackHeaps, holders []int, ok func(int) bool, notOn string,
 	return best
 }
 
-// rackHeaps keeps one loadHeap per rack, sharing the load counts.
+// rackHeaps keeps the non-leaving instances of each rack in a heap by load
+// per unit of capacity (then id), sharing the load counts.
 type rackHeaps struct {
+	g      *group
+	load   []int
+	index  []int // instance -> position in its rack's heap
 	names  []string
-	byRack map[string]*loadHeap
-	*loadHeap
+	byRack map[string]*instHeap
 }
 
 func newRackHeaps(g *group, load []int) *rackHeaps {
-	all := &loadHeap{g: g, load: load, index: make([]int, len(g.insts))}
-	h := &rackHeaps{byRack: map[string]*loadHeap{}, loadHeap: all}
+	h := &rackHeaps{g: g, load: load, index: make([]int, len(g.insts)), byRack: map[string]*instHeap{}}
 	for i, in := range g.insts {
 		if g.leaving[i] {
 			continue
 		}
 		r := h.byRack[in.Rack]
 		if r == nil {
-			r = &loadHeap{g: g, load: load, index: all.index}
+			r = &instHeap{index: h.index, less: h.lighter}
 			h.byRack[in.Rack] = r
 			h.names = append(h.names, in.Rack)
 		}
-		all.index[i] = len(r.items)
-		r.items = append(r.items, i)
+		r.Push(i)
 	}
 	for _, r := range h.byRack {
 		heap.Init(r)
@@ -172,41 +173,8 @@ func newRackHeaps(g *group, load []int) *rackHeaps {
 	return h
 }
 
-func (h *rackHeaps) add(i int)    { h.load[i]++; h.fix(i) }
-func (h *rackHeaps) remove(i int) { h.load[i]--; h.fix(i) }
-func (h *rackHeaps) fix(i int) {
-	r := h.byRack[h.g.insts[i].Rack]
-	heap.Fix(r, h.index[i])
-}
-
-// top returns the least loaded instance ok accepts, or none. It pops the
-// ones it skips and pushes them back.
-func (h *loadHeap) top(ok func(int) bool) int {
-	best := none
-	var skipped []int
-	for h.Len() > 0 {
-		i := heap.Pop(h).(int)
-		skipped = append(skipped, i)
-		if ok(i) {
-			best = i
-			break
-		}
-	}
-	for _, i := range skipped {
-		heap.Push(h, i)
-	}
-	return best
-}
-
-// loadHeap orders non-leaving instances by load per unit of capacity, then id.
-type loadHeap struct {
-	g     *group
-	load  []int
-	items []int
-	index []int // instance -> position in items
-}
-
-func (h *loadHeap) lighter(a, b int) bool {
+// lighter orders instances by load per unit of capacity, then id.
+func (h *rackHeaps) lighter(a, b int) bool {
 	la := h.load[a] * h.g.insts[b].Capacity
 	lb := h.load[b] * h.g.insts[a].Capacity
 	if la != lb {
@@ -215,20 +183,8 @@ func (h *loadHeap) lighter(a, b int) bool {
 	return a < b
 }
 
-func (h *loadHeap) Len() int           { return len(h.items) }
-func (h *loadHeap) Less(a, b int) bool { return h.lighter(h.items[a], h.items[b]) }
-func (h *loadHeap) Swap(a, b int) {
-	h.items[a], h.items[b] = h.items[b], h.items[a]
-	h.index[h.items[a]] = a
-	h.index[h.items[b]] = b
-}
-func (h *loadHeap) Push(x any) {
-	i := x.(int)
-	h.index[i] = len(h.items)
-	h.items = append(h.items, i)
-}
-func (h *loadHeap) Pop() any {
-	i := h.items[len(h.items)-1]
-	h.items = h.items[:len(h.items)-1]
-	return i
+func (h *rackHeaps) add(i int)    { h.load[i]++; h.fix(i) }
+func (h *rackHeaps) remove(i int) { h.load[i]--; h.fix(i) }
+func (h *rackHeaps) fix(i int) {
+	heap.Fix(h.byRack[h.g.insts[i].Rack], h.index[i])
 }
