@@ -47,7 +47,7 @@ func (s *syncBuffer) String() string {
 
 // runBriefly runs a wordcount App until it owns every task (or fails) and
 // returns Run's error and everything it logged.
-func runBriefly(t *testing.T, brokers []string, opts ...Option) (error, string) {
+func runBriefly(t *testing.T, brokers []string, opts ...Option) (string, error) {
 	t.Helper()
 	top, err := topology.WordCount("sec", "lines", "counts")
 	if err != nil {
@@ -58,7 +58,7 @@ func runBriefly(t *testing.T, brokers []string, opts ...Option) (error, string) 
 		WithLogger(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))}, opts...)
 	app, err := New(top, all...)
 	if err != nil {
-		return err, logs.String()
+		return logs.String(), err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -68,11 +68,11 @@ func runBriefly(t *testing.T, brokers []string, opts ...Option) (error, string) 
 		select {
 		case err := <-done:
 			cancel()
-			return err, logs.String()
+			return logs.String(), err
 		case <-deadline:
 			cancel()
 			app.Leave()
-			return errors.New("timed out"), logs.String()
+			return logs.String(), errors.New("timed out")
 		case <-time.After(50 * time.Millisecond):
 		}
 		active := 0
@@ -84,7 +84,8 @@ func runBriefly(t *testing.T, brokers []string, opts ...Option) (error, string) 
 		if active == 8 { // 4 partitions, 2 subtopologies
 			cancel()
 			app.Leave()
-			return <-done, logs.String()
+			err := <-done
+			return logs.String(), err
 		}
 	}
 }
@@ -111,12 +112,12 @@ func TestSASL(t *testing.T) {
 			defer c.Close()
 			admin := runOpts(t, mech, "app", secret)
 			createLines(t, c.Addrs(), admin...)
-			if err, logs := runBriefly(t, c.Addrs(), WithSASL(mech, "app", secret), WithCreateSinks(nil)); err != nil {
+			if logs, err := runBriefly(t, c.Addrs(), WithSASL(mech, "app", secret), WithCreateSinks(nil)); err != nil {
 				t.Fatalf("with the right password: %v\n%s", err, logs)
 			} else if strings.Contains(logs, secret) {
 				t.Error("the password appears in the logs")
 			}
-			err, logs := runBriefly(t, c.Addrs(), WithSASL(mech, "app", "wrong-"+secret))
+			logs, err := runBriefly(t, c.Addrs(), WithSASL(mech, "app", "wrong-"+secret))
 			if err == nil {
 				t.Fatal("a wrong password was accepted")
 			}
@@ -153,11 +154,11 @@ func TestTLS(t *testing.T) {
 	defer c.Close()
 	client := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	createLines(t, c.Addrs(), kgo.DialTLSConfig(client))
-	if err, logs := runBriefly(t, c.Addrs(), WithTLS(client), WithCreateSinks(nil)); err != nil {
+	if logs, err := runBriefly(t, c.Addrs(), WithTLS(client), WithCreateSinks(nil)); err != nil {
 		t.Fatalf("over TLS: %v\n%s", err, logs)
 	}
 	// Without TLS the brokers cannot be spoken to: a clear error.
-	if err, _ := runBriefly(t, c.Addrs()); !errors.Is(err, ErrBrokers) {
+	if _, err := runBriefly(t, c.Addrs()); !errors.Is(err, ErrBrokers) {
 		t.Errorf("plaintext against a TLS cluster: %v, want ErrBrokers", err)
 	}
 }

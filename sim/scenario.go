@@ -143,8 +143,6 @@ type parser struct {
 	line     int
 	sc       *Scenario
 	rng      *rand.Rand
-	seedSet  bool
-	pending  []func() error // work that needs the seed: random state sizes
 	taskIdx  map[assign.TaskID]int
 	instIdx  map[string]bool
 	nextAuto int

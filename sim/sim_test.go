@@ -190,7 +190,7 @@ func TestSeedScenarios(t *testing.T) {
 		t.Errorf("seed 1: owners %v, moves %d; want S4 with one task after one move", o, r.Moves)
 	}
 	// Seed 2: after S1's crash the group ends 2/2/1 without learners.
-	e, r = run("seed-2-crash-while-learning.txt")
+	e, _ = run("seed-2-crash-while-learning.txt")
 	o := owners(e)
 	counts := []int{o["S2"], o["S3"], o["S4"]}
 	twos := 0

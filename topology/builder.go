@@ -257,7 +257,6 @@ type graph struct {
 	errs     []error
 	children map[string][]*node // by parent name, in order added
 	topo     []*node            // nodes, parents before children
-	comp     map[string]int     // node name -> component (before renumbering)
 	subs     []*sub
 }
 
@@ -393,8 +392,7 @@ func (g *graph) checkTopics() {
 func (g *graph) split() {
 	// Union-find over parent links and store connections.
 	parent := map[string]string{}
-	var find func(string) string
-	find = func(x string) string {
+	find := func(x string) string {
 		for parent[x] != x {
 			parent[x] = parent[parent[x]]
 			x = parent[x]
