@@ -47,6 +47,10 @@ type Member struct {
 	HasAssignment bool
 	// Err says why the subscription could not be read in full.
 	Err error
+	// Pending is true when the coordinator returned no join metadata for
+	// the member, as it does while the group rebalances; Subscription then
+	// holds only the member id.
+	Pending bool
 }
 
 // ReadGroup describes the consumer group id through adm without joining
@@ -92,6 +96,11 @@ func decodeMember(dm kadm.DescribedGroupMember) Member {
 		}
 	}
 	meta, ok := dm.Join.AsConsumer()
+	if raw, isRaw := dm.Join.Raw(); (isRaw && len(raw) == 0) || (ok && len(meta.UserData) == 0) {
+		m.Pending = true
+		m.Subscription = protocol.Subscription{InstanceID: dm.MemberID}
+		return m
+	}
 	if !ok {
 		m.Err = errors.New("join metadata is not a consumer protocol envelope")
 		m.Subscription = protocol.Subscription{InstanceID: dm.MemberID}

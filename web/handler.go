@@ -72,6 +72,9 @@ type Handler struct {
 		sync.Mutex
 		peaks    map[string]int64
 		timeline timeline
+		// members is the last decoded record of each member id, shown
+		// while a rebalance hides the members' metadata.
+		members map[string]Member
 	}
 }
 
@@ -86,6 +89,7 @@ func New(app *baton.App, opts ...Option) *Handler {
 	}
 	h := &Handler{app: app, cfg: cfg, mux: http.NewServeMux()}
 	h.mu.peaks = map[string]int64{}
+	h.mu.members = map[string]Member{}
 	h.mu.timeline.limit = cfg.timeline
 
 	static, err := fs.Sub(assets, "assets")
@@ -161,6 +165,7 @@ func (h *Handler) Sample(ctx context.Context) View {
 		if err != nil {
 			gErr = err
 		} else {
+			h.fillPending(&read)
 			g = &read
 		}
 	}
@@ -208,6 +213,30 @@ func (h *Handler) Sample(ctx context.Context) View {
 	h.mu.timeline.observe(v.Plan, v.Leader, now)
 	v.Timeline = h.mu.timeline.list()
 	return v
+}
+
+// fillPending replaces members the coordinator shows without metadata
+// (mid-rebalance) by their last decoded record, drops those never seen
+// decoded (a member joining for the first time shows up once the round
+// ends), and remembers the decoded ones.
+func (h *Handler) fillPending(g *Group) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	kept := g.Members[:0]
+	seen := map[string]Member{}
+	for _, m := range g.Members {
+		if m.Pending {
+			old, ok := h.mu.members[m.MemberID]
+			if !ok {
+				continue
+			}
+			m = old
+		}
+		seen[m.MemberID] = m
+		kept = append(kept, m)
+	}
+	g.Members = kept
+	h.mu.members = seen
 }
 
 func (h *Handler) fetchStatus(ctx context.Context, endpoint string) (*baton.Status, error) {

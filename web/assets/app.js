@@ -69,7 +69,8 @@ function rebalanceView(r) {
   const reasons = el("ul", { class: "reasons" });
   for (const why of r.reasons || []) reasons.append(el("li", null, why));
   const quiet = !r.revoked.length && !r.learners.length && !r.orphans.length;
-  return el("li", { "data-generation": r.generation },
+  const learners = r.learners.map(m => m.instance + "/" + m.task).join(" ");
+  return el("li", { "data-generation": r.generation, "data-learners": learners },
     el("div", null, el("b", null, "generation " + r.generation), " ",
       el("span", { class: "when" }, new Date(r.time).toLocaleTimeString() + " · leader " + (r.leader || "?") + (r.followup ? " · follow-up" : ""))),
     moves("revoked", r.revoked, " from "),
