@@ -4,19 +4,19 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
+
+	"github.com/baton-streams/baton/internal/faultnet"
 )
 
 func TestMain(m *testing.M) {
@@ -241,37 +241,6 @@ func TestDrain(t *testing.T) {
 	}
 }
 
-// cutter is a dialer whose connections can all be cut at once: the
-// instance stops heartbeating as if it crashed.
-type cutter struct {
-	mu    sync.Mutex
-	cut   bool
-	conns []net.Conn
-}
-
-func (c *cutter) dial(ctx context.Context, network, host string) (net.Conn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cut {
-		return nil, fmt.Errorf("cut")
-	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, network, host)
-	if err == nil {
-		c.conns = append(c.conns, conn)
-	}
-	return conn, err
-}
-
-func (c *cutter) crash() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cut = true
-	for _, conn := range c.conns {
-		conn.Close()
-	}
-}
-
 // TestCrash: an instance dies without leaving. Its tasks run elsewhere
 // after the session timeout; no count is lost. With a standby, its
 // stateful tasks go to the warm standby instead of restoring from zero.
@@ -280,10 +249,10 @@ func TestCrash(t *testing.T) {
 		t.Run(fmt.Sprintf("standbys=%d", standbys), func(t *testing.T) {
 			h := newHarness(t, 4)
 			h.prefill(3000)
-			cut := &cutter{}
+			cut := &faultnet.Cutter{}
 			a := h.start("a", WithStandbys(standbys))
 			b := h.start("b", WithStandbys(standbys))
-			c := h.start("c", WithStandbys(standbys), WithKafkaOptions(kgo.Dialer(cut.dial)))
+			c := h.start("c", WithStandbys(standbys), WithKafkaOptions(kgo.Dialer(cut.Dial)))
 			h.eventually(30*time.Second, "three instances to share the tasks", func() bool { return balanced(a, b, c) })
 			if standbys > 0 {
 				h.eventually(30*time.Second, "standbys to catch up", func() bool {
@@ -301,7 +270,7 @@ func TestCrash(t *testing.T) {
 			f := h.startFlow(20 * time.Millisecond)
 			lost, _ := owners(c)
 			before := len(h.eventsOf(EventAssigned))
-			cut.crash()
+			cut.Cut()
 			h.eventually(30*time.Second, "a and b to own every task", func() bool { _, all := owners(a, b); return all })
 			f.stop()
 			h.waitAtLeast(30 * time.Second)
@@ -324,8 +293,8 @@ func TestCrash(t *testing.T) {
 func TestLeaderCrashWhileLearning(t *testing.T) {
 	h := newHarness(t, 4)
 	h.prefill(20000)
-	cut := &cutter{}
-	a := h.start("a", WithKafkaOptions(kgo.Dialer(cut.dial)))
+	cut := &faultnet.Cutter{}
+	a := h.start("a", WithKafkaOptions(kgo.Dialer(cut.Dial)))
 	h.eventually(30*time.Second, "a to lead", func() bool { return a.app.Status().Leader })
 	b := h.start("b")
 	h.eventually(30*time.Second, "a and b to share the tasks", func() bool { return balanced(a, b) })
@@ -342,7 +311,7 @@ func TestLeaderCrashWhileLearning(t *testing.T) {
 			}
 			h.mu.Unlock()
 			if learning {
-				cut.crash()
+				cut.Cut()
 				close(crashed)
 				return
 			}

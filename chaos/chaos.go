@@ -1,0 +1,462 @@
+// Package chaos runs wordcount on the embedded cluster under continuous
+// input while instances join, drain, crash (their connections cut, as if
+// killed) and lose the leader while a learner warms, chosen at random from
+// a seed. At the end it checks every count against the input: in
+// at-least-once mode no count may be low (nothing lost), and a count may
+// be high (a duplicate) only if some instance crashed.
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton"
+	"github.com/baton-streams/baton/cluster"
+	"github.com/baton-streams/baton/internal/faultnet"
+	"github.com/baton-streams/baton/topology"
+)
+
+// Config sets up a run. Zero fields take the defaults in parentheses.
+type Config struct {
+	Duration   time.Duration // how long events happen (1m)
+	Seed       uint64        // chooses the events (1)
+	Every      time.Duration // time between events (3s)
+	Partitions int32         // input partitions (4)
+	MaxAlive   int           // most instances at once (4)
+	Out        io.Writer     // a line per event; nil: quiet
+}
+
+// Result is what a run saw.
+type Result struct {
+	Seed       uint64         `json:"seed"`
+	Events     map[string]int `json:"events"`
+	RecordsIn  int64          `json:"records_in"`
+	Words      int            `json:"words"`
+	Lost       int64          `json:"lost"`       // occurrences missing from counts
+	Duplicated int64          `json:"duplicated"` // occurrences counted twice
+	LowWords   []string       `json:"low_words,omitempty"`
+}
+
+// OK reports whether the run kept at-least-once: nothing lost, and
+// duplicates only when an instance crashed.
+func (r Result) OK() bool {
+	crashes := r.Events["crash"] + r.Events["leader-crash"]
+	return r.Lost == 0 && (r.Duplicated == 0 || crashes > 0)
+}
+
+func (r Result) String() string {
+	var ev []string
+	for _, k := range sortedKeys(r.Events) {
+		ev = append(ev, fmt.Sprintf("%s=%d", k, r.Events[k]))
+	}
+	return fmt.Sprintf("seed %d: events %s; records in %d, words %d, lost %d, duplicated %d",
+		r.Seed, strings.Join(ev, " "), r.RecordsIn, r.Words, r.Lost, r.Duplicated)
+}
+
+type instance struct {
+	id     string
+	app    *baton.App
+	cut    *faultnet.Cutter
+	cancel context.CancelFunc
+	done   chan error
+}
+
+type run struct {
+	cfg     Config
+	brokers []string
+	dir     string
+	start   time.Time
+	rng     *rand.Rand
+
+	mu     sync.Mutex
+	alive  []*instance
+	words  map[string]int64
+	in     int64
+	events []baton.Event
+	next   int
+}
+
+func (r *run) say(format string, args ...any) {
+	if r.cfg.Out != nil {
+		fmt.Fprintf(r.cfg.Out, "%6.1fs  %s\n", time.Since(r.start).Seconds(), fmt.Sprintf(format, args...))
+	}
+}
+
+// Run performs one chaos run and returns what it saw. It returns an error
+// only when the run itself could not be carried out.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	if cfg.Duration == 0 {
+		cfg.Duration = time.Minute
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = 1
+	}
+	if cfg.Every == 0 {
+		cfg.Every = 3 * time.Second
+	}
+	if cfg.Partitions == 0 {
+		cfg.Partitions = 4
+	}
+	if cfg.MaxAlive == 0 {
+		cfg.MaxAlive = 4
+	}
+	res := Result{Seed: cfg.Seed, Events: map[string]int{}}
+	c, err := cluster.Start("127.0.0.1:0", 1)
+	if err != nil {
+		return res, err
+	}
+	defer c.Close()
+	dir, err := os.MkdirTemp("", "baton-chaos-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	r := &run{cfg: cfg, brokers: c.Addrs(), dir: dir, start: time.Now(), rng: rand.New(rand.NewPCG(cfg.Seed, 0xc4a05)), words: map[string]int64{}}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...))
+	if err != nil {
+		return res, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+	if _, err := adm.CreateTopic(ctx, cfg.Partitions, 1, nil, "lines"); err != nil {
+		return res, err
+	}
+	if _, err := adm.CreateTopic(ctx, cfg.Partitions, 1, compact, "counts"); err != nil {
+		return res, err
+	}
+	defer r.stopAll()
+	for range 2 {
+		if err := r.startInstance(); err != nil {
+			return res, err
+		}
+	}
+	pctx, stopInput := context.WithCancel(ctx)
+	produced := make(chan error, 1)
+	go func() { produced <- r.produce(pctx, cl) }()
+
+	deadline := time.Now().Add(cfg.Duration)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(cfg.Every):
+		}
+		kind, err := r.event()
+		if err != nil {
+			stopInput()
+			return res, err
+		}
+		res.Events[kind]++
+	}
+	stopInput()
+	if err := <-produced; err != nil {
+		return res, err
+	}
+	r.say("input stopped; waiting for every count to settle")
+	got, err := r.settle(ctx)
+	if err != nil {
+		return res, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res.RecordsIn, res.Words = r.in, len(r.words)
+	for _, w := range sortedKeys(r.words) {
+		want, have := r.words[w], got[w]
+		switch {
+		case have < want:
+			res.Lost += want - have
+			res.LowWords = append(res.LowWords, w)
+		case have > want:
+			res.Duplicated += have - want
+		}
+	}
+	return res, nil
+}
+
+// event picks and performs one event.
+func (r *run) event() (string, error) {
+	r.mu.Lock()
+	n := len(r.alive)
+	r.mu.Unlock()
+	choices := []string{}
+	if n < r.cfg.MaxAlive {
+		choices = append(choices, "join", "join")
+	}
+	if n > 1 {
+		choices = append(choices, "drain", "crash")
+	}
+	if n > 1 && n < r.cfg.MaxAlive {
+		choices = append(choices, "leader-crash")
+	}
+	kind := choices[r.rng.IntN(len(choices))]
+	switch kind {
+	case "join":
+		return kind, r.startInstance()
+	case "drain":
+		victim := r.pick()
+		r.say("%s drains", victim.id)
+		victim.cancel()
+		if err := r.wait(victim, 90*time.Second); err != nil {
+			return kind, err
+		}
+	case "crash":
+		victim := r.pick()
+		r.say("%s crashes", victim.id)
+		r.crash(victim)
+	case "leader-crash":
+		// A new instance joins; the leader dies as soon as it starts a learner.
+		r.mu.Lock()
+		since := len(r.events)
+		r.mu.Unlock()
+		if err := r.startInstance(); err != nil {
+			return kind, err
+		}
+		learning := r.waitFor(10*time.Second, func() bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			for _, e := range r.events[since:] {
+				if e.Kind == baton.EventLearner {
+					return true
+				}
+			}
+			return false
+		})
+		leader := r.leader()
+		if leader == nil {
+			return kind, nil
+		}
+		r.say("%s (leader) crashes while a learner warms (learner seen: %v)", leader.id, learning)
+		r.crash(leader)
+	}
+	return kind, nil
+}
+
+func (r *run) pick() *instance {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.alive[r.rng.IntN(len(r.alive))]
+}
+
+func (r *run) leader() *instance {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, in := range r.alive {
+		if in.app.Status().Leader {
+			return in
+		}
+	}
+	return nil
+}
+
+// crash cuts an instance off the cluster (the group sees it die at the
+// session timeout), then stops its process-side remains.
+func (r *run) crash(in *instance) {
+	in.cut.Cut()
+	r.remove(in)
+	go func() {
+		in.cancel()
+		in.app.Leave()
+		<-in.done
+	}()
+}
+
+func (r *run) remove(in *instance) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, x := range r.alive {
+		if x == in {
+			r.alive = append(r.alive[:k], r.alive[k+1:]...)
+			return
+		}
+	}
+}
+
+func (r *run) wait(in *instance, timeout time.Duration) error {
+	r.remove(in)
+	select {
+	case err := <-in.done:
+		if err != nil {
+			return fmt.Errorf("chaos: %s: %w", in.id, err)
+		}
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("chaos: %s did not drain within %v", in.id, timeout)
+	}
+}
+
+func (r *run) startInstance() error {
+	r.mu.Lock()
+	r.next++
+	id := "i" + strconv.Itoa(r.next)
+	r.mu.Unlock()
+	top, err := topology.WordCount("chaos", "lines", "counts")
+	if err != nil {
+		return err
+	}
+	cut := &faultnet.Cutter{}
+	app, err := baton.New(top, baton.WithBrokers(r.brokers...), baton.WithAppID("chaos"), baton.WithInstanceID(id),
+		baton.WithStateDir(filepath.Join(r.dir, id)), baton.WithSessionTimeout(2*time.Second),
+		baton.WithHeartbeatInterval(100*time.Millisecond), baton.WithRebalanceTimeout(3*time.Second),
+		baton.WithAcceptableLag(50), baton.WithStandbys(r.rng.IntN(2)), baton.WithDrainTimeout(30*time.Second),
+		baton.WithKafkaOptions(kgo.Dialer(cut.Dial)), baton.WithLogger(slog.New(slog.DiscardHandler)),
+		baton.WithListener(func(e baton.Event) {
+			r.mu.Lock()
+			r.events = append(r.events, e)
+			r.mu.Unlock()
+		}))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &instance{id: id, app: app, cut: cut, cancel: cancel, done: make(chan error, 1)}
+	go func() { in.done <- app.Run(ctx) }()
+	r.mu.Lock()
+	r.alive = append(r.alive, in)
+	r.mu.Unlock()
+	r.say("%s joins", id)
+	return nil
+}
+
+func (r *run) stopAll() {
+	r.mu.Lock()
+	alive := append([]*instance(nil), r.alive...)
+	r.alive = nil
+	r.mu.Unlock()
+	for _, in := range alive {
+		in.cancel()
+		in.app.Leave()
+	}
+	for _, in := range alive {
+		select {
+		case <-in.done:
+		case <-time.After(20 * time.Second):
+		}
+	}
+}
+
+func (r *run) waitFor(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// produce writes keyed lines of words from a small vocabulary until ctx
+// ends, remembering every occurrence it got acknowledged.
+func (r *run) produce(ctx context.Context, cl *kgo.Client) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	n := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		var recs []*kgo.Record
+		counted := map[string]int64{}
+		for range 10 {
+			line := fmt.Sprintf("w%d w%d", n%500, (n*7)%311)
+			for _, w := range strings.Fields(line) {
+				counted[w]++
+			}
+			recs = append(recs, &kgo.Record{Topic: "lines", Key: []byte(strconv.Itoa(n)), Value: []byte(line)})
+			n++
+		}
+		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			return fmt.Errorf("chaos: producing: %w", err)
+		}
+		r.mu.Lock()
+		for w, c := range counted {
+			r.words[w] += c
+		}
+		r.in += int64(len(recs))
+		r.mu.Unlock()
+	}
+}
+
+// settle waits until the counts stop changing and every word is counted at
+// least as often as it occurred (or two minutes pass), and returns them.
+func (r *run) settle(ctx context.Context) (map[string]int64, error) {
+	deadline := time.Now().Add(2 * time.Minute)
+	var last map[string]int64
+	for {
+		got, err := readCounts(ctx, r.brokers)
+		if err != nil {
+			return nil, err
+		}
+		r.mu.Lock()
+		complete := true
+		for w, n := range r.words {
+			complete = complete && got[w] >= n
+		}
+		r.mu.Unlock()
+		if (complete && fmt.Sprint(got) == fmt.Sprint(last)) || time.Now().After(deadline) {
+			return got, nil
+		}
+		last = got
+		time.Sleep(time.Second)
+	}
+}
+
+func readCounts(ctx context.Context, brokers []string) (map[string]int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("counts"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, "counts")
+	if err != nil {
+		return nil, err
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	out := map[string]int64{}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for len(want) > 0 {
+		f := cl.PollFetches(rctx)
+		if rctx.Err() != nil {
+			return nil, fmt.Errorf("chaos: reading counts: %w", rctx.Err())
+		}
+		f.EachRecord(func(rec *kgo.Record) {
+			n, _ := strconv.ParseInt(string(rec.Value), 10, 64)
+			out[string(rec.Key)] = n
+			if rec.Offset+1 >= want[rec.Partition] {
+				delete(want, rec.Partition)
+			}
+		})
+	}
+	return out, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
