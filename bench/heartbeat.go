@@ -91,7 +91,9 @@ func heartbeatRun(ctx context.Context, e *env, f *flow, cfg HeartbeatConfig, app
 	s := &script{ctx: ctx, cfg: ScaleConfig{Partitions: cfg.Partitions, Settle: cfg.Settle, Timeout: cfg.Timeout}, rec: rec}
 	start := func(id string) (*instance, error) {
 		in, err := e.start(instanceConfig{appID: appID, id: id, listener: rec.listen, countReqs: true,
-			opts: []baton.Option{baton.WithHeartbeatInterval(hb)}})
+			// Baton wants a session of at least 3 intervals: keep the
+			// default 6s unless the interval needs more.
+			opts: []baton.Option{baton.WithHeartbeatInterval(hb), baton.WithSessionTimeout(max(6*time.Second, 3*hb))}})
 		if err != nil {
 			return nil, err
 		}

@@ -278,7 +278,7 @@ the handover gaps of the scale-out.`,
 				cfg.Log = cmd.ErrOrStderr()
 			}
 			res, err := bench.RunHeartbeat(benchContext(cmd), cfg)
-			if err != nil {
+			if res == nil {
 				return err
 			}
 			w := cmd.OutOrStdout()
@@ -292,7 +292,10 @@ the handover gaps of the scale-out.`,
 				return err
 			}
 			fmt.Fprintln(w, "(requests per second per instance in steady state; handovers of the 2->3 scale-out)")
-			return writeJSON(w, out, "heartbeat.json", res)
+			if werr := writeJSON(w, out, "heartbeat.json", res); werr != nil {
+				return werr
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
