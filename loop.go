@@ -729,6 +729,7 @@ func (a *App) publishSnapshotLocked() {
 	a.snapshot.Store(snap)
 	view := make([]taskView, 0, len(a.tasks))
 	a.metrics.lag.Reset() // series of tasks gone from here disappear
+	a.metrics.learners.Set(float64(len(snap.learner)))
 	for _, t := range a.tasks {
 		view = append(view, taskView{t: t, role: t.role})
 		lag := int64(0)
@@ -806,6 +807,8 @@ func (s *self) Assigned(asg protocol.Assignment) {
 	if at := a.joinedAt.Load(); at > 0 {
 		took = time.Since(time.Unix(0, at))
 	}
+	a.metrics.rebalance.Observe(took.Seconds())
+	a.metrics.generation.Set(float64(gen))
 	a.log.Info("rebalance", "generation", gen, "active", len(asg.Active), "standby", len(asg.Standby),
 		"learners", len(asg.Learner), "revoked", len(asg.Revoked), "followup", asg.Followup, "took", took.Round(time.Millisecond))
 	a.emit(Event{Kind: EventRebalance, Generation: gen,

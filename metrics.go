@@ -15,6 +15,9 @@ type metrics struct {
 	commitSeconds prometheus.Histogram
 	handover      prometheus.Histogram
 	badRecords    *prometheus.CounterVec
+	learners      prometheus.Gauge
+	generation    prometheus.Gauge
+	rebalance     prometheus.Histogram
 }
 
 func newMetrics(r prometheus.Registerer, appID, instance string) *metrics {
@@ -36,11 +39,18 @@ func newMetrics(r prometheus.Registerer, appID, instance string) *metrics {
 		handover: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "baton_task_restore_seconds",
 			Help: "Time from a task's assignment here to its first processing.", ConstLabels: labels,
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+		learners: prometheus.NewGauge(prometheus.GaugeOpts{Name: "baton_learners",
+			Help: "Learner tasks warming on this instance.", ConstLabels: labels}),
+		generation: prometheus.NewGauge(prometheus.GaugeOpts{Name: "baton_group_generation",
+			Help: "The consumer group generation of the last rebalance this instance took part in.", ConstLabels: labels}),
+		rebalance: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "baton_rebalance_seconds",
+			Help: "Time from this instance's join to its assignment, per rebalance round.", ConstLabels: labels,
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 		badRecords: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_bad_records_total",
 			Help: "Input records that failed to decode and were skipped or dead-lettered, by task.", ConstLabels: labels}, []string{"task"}),
 	}
 	if r != nil {
-		for _, c := range []prometheus.Collector{m.processed, m.restored, m.lag, m.rebalances, m.replayed, m.commitSeconds, m.handover, m.badRecords} {
+		for _, c := range []prometheus.Collector{m.processed, m.restored, m.lag, m.rebalances, m.replayed, m.commitSeconds, m.handover, m.badRecords, m.learners, m.generation, m.rebalance} {
 			_ = r.Register(c)
 		}
 	}
