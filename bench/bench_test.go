@@ -108,6 +108,7 @@ func TestGaps(t *testing.T) {
 // restored at most the acceptable lag on the critical path when scaling
 // out and in, and the figures were written and drawn.
 func TestScaleSmoke(t *testing.T) {
+	skipShort(t)
 	cfg := SmokeScaleConfig()
 	cfg.Policies = []assign.Policy{assign.Smooth, assign.Eager}
 	if testing.Verbose() {
@@ -171,6 +172,7 @@ func TestScaleSmoke(t *testing.T) {
 }
 
 func TestRestoreSmoke(t *testing.T) {
+	skipShort(t)
 	res, err := RunRestore(context.Background(), SmokeRestoreConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -184,6 +186,7 @@ func TestRestoreSmoke(t *testing.T) {
 }
 
 func TestThroughputSmoke(t *testing.T) {
+	skipShort(t)
 	res, err := RunThroughput(context.Background(), SmokeThroughputConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -202,6 +205,7 @@ func TestThroughputSmoke(t *testing.T) {
 }
 
 func TestHeartbeatSmoke(t *testing.T) {
+	skipShort(t)
 	res, err := RunHeartbeat(context.Background(), SmokeHeartbeatConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -220,5 +224,14 @@ func TestHeartbeatSmoke(t *testing.T) {
 	if fast.HeartbeatsPS < 2*slow.HeartbeatsPS {
 		t.Errorf("heartbeats/s at %v = %.1f, at %v = %.1f: want the faster interval to send clearly more",
 			fast.Interval, fast.HeartbeatsPS, slow.Interval, slow.HeartbeatsPS)
+	}
+}
+
+// skipShort skips the runs on a cluster under -short (CI's race pass):
+// they take a minute together and the normal pass runs them.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("a bench run on the embedded cluster; skipped with -short")
 	}
 }
