@@ -56,9 +56,12 @@ func (a *App) loop(ctx context.Context) error {
 			}
 		}
 		a.reconcile()
-		a.restoreStep()
+		wait := 100 * time.Millisecond
+		if a.restoreStep() {
+			wait = 2 * time.Millisecond // restoring: do not let an idle input slow it
+		}
 
-		pctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		pctx, cancel := context.WithTimeout(context.Background(), wait)
 		fetches := a.group.PollRecords(pctx, 5000)
 		cancel()
 		if fetches.IsClientClosed() {
@@ -538,8 +541,9 @@ func (a *App) closeTaskLocked(t *task) {
 }
 
 // restoreStep reads changelog records into the stores of standbys,
-// learners and restoring actives.
-func (a *App) restoreStep() {
+// learners and restoring actives. It reports whether any task is still
+// behind its changelog.
+func (a *App) restoreStep() bool {
 	a.mu.Lock()
 	restoring := 0
 	for _, t := range a.tasks {
@@ -549,10 +553,10 @@ func (a *App) restoreStep() {
 	}
 	a.mu.Unlock()
 	if restoring == 0 {
-		return
+		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	fetches := a.restore.PollRecords(ctx, 20000)
+	fetches := a.restore.PollRecords(ctx, 50000)
 	cancel()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -599,6 +603,12 @@ func (a *App) restoreStep() {
 		}
 	})
 	a.progressLocked()
+	for _, t := range a.tasks {
+		if t.stateful() && taskLag(t) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // progressLocked updates lags and acts on them: a restored active starts,

@@ -14,7 +14,8 @@
 // The promises the tests check: a standby or learner that becomes active
 // keeps its open stores (no OpenStores effect: nothing is reopened or read
 // again, only the remaining changelog tail); a task never processes before
-// its state is caught up (input is paused while Restoring); an active task
+// its state is caught up (input is paused while Restoring, and never left
+// paused once the task is closed); an active task
 // is committed before it is given up on a revoke, and not committed when
 // it is lost (its partitions already belong to someone else).
 package lifecycle
@@ -167,7 +168,9 @@ func Step(s State, ev Event, stateful, caughtUp bool) (State, []Effect, error) {
 				fx = append(fx, Commit)
 			}
 		case Restoring:
-			fx = append(fx, StopReading) // nothing processed: nothing to commit
+			// Nothing processed: nothing to commit. Input was paused: resume
+			// it, or the partitions stay paused if the task comes back.
+			fx = append(fx, StopReading, ResumeInput)
 		default:
 			return bad()
 		}

@@ -122,7 +122,10 @@ func TestRandomWalk(t *testing.T) {
 			}
 			s = next
 			if s.Phase == Closed {
-				processor, paused = false, false
+				processor = false
+				if paused {
+					t.Fatalf("run %d: closed after %s with its input still paused", run, ev)
+				}
 			}
 			if stateful && (s.Phase == Closed) == open {
 				t.Fatalf("run %d: phase %s with stores open=%v", run, s.Phase, open)

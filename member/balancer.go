@@ -71,8 +71,11 @@ func NewBalancer(cfg Config) *Balancer {
 func (b *Balancer) ProtocolName() string { return ProtocolName }
 
 // IsCooperative implements kgo.GroupBalancer: members keep what they are
-// not told to give up.
-func (b *Balancer) IsCooperative() bool { return true }
+// not told to give up. Under the eager policy the group speaks the eager
+// protocol instead: every member revokes (and commits) everything before
+// it rejoins, so a task never has two owners even though eager plans move
+// tasks in one round: the stop-the-world baseline.
+func (b *Balancer) IsCooperative() bool { return b.cfg.Policy != assign.Eager }
 
 // JoinGroupMetadata implements kgo.GroupBalancer.
 func (b *Balancer) JoinGroupMetadata(topics []string, owned map[string][]int32, generation int32) []byte {

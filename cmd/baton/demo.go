@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/term"
 
 	"github.com/baton-streams/baton"
 	"github.com/baton-streams/baton/cluster"
@@ -32,7 +33,12 @@ to it in cooperative handovers. The demo prints what happens as it happens,
 then the handover gap of every moved task, and checks every count.`,
 	Args: cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
-		return runDemo(cmd.Context(), os.Stdout)
+		if !term.IsTerminal(int(os.Stdout.Fd())) {
+			return runDemo(cmd.Context(), os.Stdout, nil)
+		}
+		pg := newProgress(os.Stdout) // learners' restores as bars
+		defer pg.stop()
+		return runDemo(cmd.Context(), pg.Writer(), pg)
 	},
 }
 
@@ -65,7 +71,9 @@ func (d *demo) say(format string, args ...any) {
 	fmt.Fprintf(d.out, "%6.1fs  %s\n", time.Since(d.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
-func runDemo(ctx context.Context, out io.Writer) error {
+// runDemo runs the demo, narrating to out; with pg, learners' progress
+// shows as bars instead of lines.
+func runDemo(ctx context.Context, out io.Writer, pg *progress) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -140,7 +148,14 @@ func runDemo(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	watch, stopWatch := context.WithCancel(ctx)
-	go d.watchLearners(watch)
+	if pg != nil {
+		d.mu.Lock()
+		i3 := d.apps["i3"]
+		d.mu.Unlock()
+		go pg.watch(watch, i3.Status)
+	} else {
+		go d.watchLearners(watch)
+	}
 	err = d.waitFor(ctx, 40*time.Second, "i3 to take its share", func() bool { return d.balanced("i1", "i2", "i3") && d.noLearners() })
 	stopWatch()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -120,7 +121,15 @@ func runWordcount(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return usageErr(err)
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// On a terminal, restores show as progress bars and log lines print
+	// above them; otherwise plain structured logs.
+	var pg *progress
+	var logOut io.Writer = os.Stderr
+	if stderrIsTerminal() {
+		pg = newProgress(os.Stderr)
+		logOut = pg.Writer()
+	}
+	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts := []baton.Option{
@@ -170,6 +179,11 @@ func runWordcount(cmd *cobra.Command, _ []string) error {
 		go srv.Serve(ln)
 		defer srv.Close()
 		fmt.Printf("http: listening on %s\n", ln.Addr())
+	}
+	if pg != nil {
+		pctx, stopBars := context.WithCancel(context.Background())
+		go pg.watch(pctx, app.Status)
+		defer func() { stopBars(); pg.stop() }()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sig := make(chan os.Signal, 2)
