@@ -80,7 +80,7 @@ func (a *App) loop(ctx context.Context) error {
 			lastCommit = time.Now()
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			a.mu.Lock()
-			err := a.commitLocked(cctx, a.activeTasksLocked())
+			err := a.commitAsyncLocked(cctx, a.activeTasksLocked())
 			a.mu.Unlock()
 			cancel()
 			if err != nil {
@@ -217,8 +217,59 @@ func (a *App) dispatch(fetches kgo.Fetches, backlog map[string][]*kgo.Record) er
 // commitLocked makes the processed work of tasks durable, in order: wait
 // for every produced record (changelog, repartition, output) to be
 // acknowledged, apply each store's pending writes with the acknowledged
-// changelog offset, then commit the input offsets.
+// changelog offset, then commit the input offsets and wait for the
+// commit. Revokes and leaving use it.
 func (a *App) commitLocked(ctx context.Context, tasks []*task) error {
+	start := time.Now()
+	offsets, err := a.durableLocked(ctx, tasks)
+	if err != nil || len(offsets) == 0 {
+		return err
+	}
+	var commitErr error
+	a.group.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		commitErr = commitResult(resp, err)
+	})
+	a.metrics.commitSeconds.Observe(time.Since(start).Seconds())
+	return commitErr
+}
+
+// commitAsyncLocked is commitLocked whose offset commit does not wait: a
+// periodic commit during a rebalance would otherwise stall every task
+// until the rebalance ends. The client orders commits, so a later
+// commit (a revoke's) waits for this one.
+func (a *App) commitAsyncLocked(ctx context.Context, tasks []*task) error {
+	start := time.Now()
+	offsets, err := a.durableLocked(ctx, tasks)
+	if err != nil || len(offsets) == 0 {
+		return err
+	}
+	a.group.CommitOffsets(context.Background(), offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err := commitResult(resp, err); err != nil {
+			a.log.Debug("periodic commit failed; the next one retries", "err", err)
+		}
+		a.metrics.commitSeconds.Observe(time.Since(start).Seconds())
+	})
+	return nil
+}
+
+func commitResult(resp *kmsg.OffsetCommitResponse, err error) error {
+	if err != nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if e := kerr.ErrorForCode(p.ErrorCode); e != nil {
+				return fmt.Errorf("committing %s[%d]: %w", t.Topic, p.Partition, e)
+			}
+		}
+	}
+	return nil
+}
+
+// durableLocked flushes produced records and applies the tasks' pending
+// store writes at the acknowledged changelog offsets; it returns the input
+// offsets that are now safe to commit.
+func (a *App) durableLocked(ctx context.Context, tasks []*task) (map[string]map[int32]kgo.EpochOffset, error) {
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	dirty := false
 	for _, t := range tasks {
@@ -233,16 +284,15 @@ func (a *App) commitLocked(ctx context.Context, tasks []*task) error {
 		}
 	}
 	if len(offsets) == 0 && !dirty {
-		return nil
+		return nil, nil
 	}
-	start := time.Now()
 	if err := a.group.Flush(ctx); err != nil {
-		return fmt.Errorf("baton: flushing produced records: %w", err)
+		return nil, fmt.Errorf("baton: flushing produced records: %w", err)
 	}
 	select {
 	case err := <-a.fatal:
 		a.fail(err) // keep it for the loop
-		return err
+		return nil, err
 	default:
 	}
 	for _, t := range tasks {
@@ -260,31 +310,13 @@ func (a *App) commitLocked(ctx context.Context, tasks []*task) error {
 			}
 			cp := s.acked.Load()
 			if err := s.st.Apply(b, cp); err != nil {
-				return fmt.Errorf("baton: task %s store %s: applying at changelog offset %d: %w", t.id, s.name, cp, err)
+				return nil, fmt.Errorf("baton: task %s store %s: applying at changelog offset %d: %w", t.id, s.name, cp, err)
 			}
 			s.checkpoint, s.end = cp, max(s.end, cp)
 			clear(s.pending)
 		}
 	}
-	if len(offsets) == 0 {
-		return nil
-	}
-	var commitErr error
-	a.group.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		if err != nil {
-			commitErr = err
-			return
-		}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if e := kerr.ErrorForCode(p.ErrorCode); e != nil {
-					commitErr = fmt.Errorf("committing %s[%d]: %w", t.Topic, p.Partition, e)
-				}
-			}
-		}
-	})
-	a.metrics.commitSeconds.Observe(time.Since(start).Seconds())
-	return commitErr
+	return offsets, nil
 }
 
 // reconcile opens and closes standbys and learners to match the latest
