@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/baton-streams/baton"
 	"github.com/baton-streams/baton/cluster"
+	"github.com/baton-streams/baton/internal/faultnet"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -179,7 +179,7 @@ type instance struct {
 	app    *baton.App
 	cancel context.CancelFunc
 	done   chan error
-	cut    *cutter
+	cut    *faultnet.Cutter
 	reqs   *requestCounter
 
 	stopped atomic.Bool
@@ -202,8 +202,8 @@ func (e *env) start(ic instanceConfig) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := &instance{id: ic.id, cut: &cutter{}, reqs: &requestCounter{}, done: make(chan error, 1)}
-	kopts := []kgo.Opt{kgo.Dialer(in.cut.dial)}
+	in := &instance{id: ic.id, cut: &faultnet.Cutter{}, reqs: &requestCounter{}, done: make(chan error, 1)}
+	kopts := []kgo.Opt{kgo.Dialer(in.cut.Dial)}
 	if ic.countReqs {
 		kopts = append(kopts, kgo.WithHooks(in.reqs))
 	}
@@ -263,44 +263,13 @@ func (in *instance) running() bool {
 
 // crash cuts the instance's connections: it stops heartbeating and
 // committing as if the process died. Its Run keeps going until kill.
-func (in *instance) crash() { in.cut.crash() }
+func (in *instance) crash() { in.cut.Cut() }
 
 // kill stops the instance at once, without draining.
 func (in *instance) kill() {
 	in.cancel()
 	in.app.Leave()
 	_ = in.wait(30 * time.Second)
-}
-
-// cutter is a dialer whose connections can all be cut at once.
-type cutter struct {
-	mu    sync.Mutex
-	cut   bool
-	conns []net.Conn
-}
-
-func (c *cutter) dial(ctx context.Context, network, host string) (net.Conn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cut {
-		return nil, errors.New("bench: connection cut (simulated crash)")
-	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, network, host)
-	if err == nil {
-		c.conns = append(c.conns, conn)
-	}
-	return conn, err
-}
-
-func (c *cutter) crash() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cut = true
-	for _, conn := range c.conns {
-		conn.Close()
-	}
-	c.conns = nil
 }
 
 // Kafka request keys of the group coordinator's protocol.

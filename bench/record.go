@@ -59,9 +59,6 @@ func (r *recorder) watch(in *instance) {
 	r.mu.Unlock()
 }
 
-// since is a wall time relative to the recording's start.
-func (r *recorder) since(t time.Time) time.Duration { return t.Sub(r.start) }
-
 // run samples until ctx is done.
 func (r *recorder) run(ctx context.Context) {
 	tick := time.NewTicker(r.interval)
@@ -118,13 +115,6 @@ func (r *recorder) snapshot() Recording {
 	defer r.mu.Unlock()
 	return Recording{Start: r.start, Interval: r.interval,
 		Progress: append([]Progress(nil), r.prog...), Events: append([]baton.Event(nil), r.events...)}
-}
-
-// eventCount is the number of events so far (a mark to read on from).
-func (r *recorder) eventCount() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.events)
 }
 
 // total is the records processed by the tasks of one subtopology (prefix
