@@ -56,6 +56,11 @@ type App struct {
 	// topicParts caches partition counts of topics records are sent to.
 	topicParts map[string]int32
 	diskLag    map[string]int64 // task -> lag of state on disk (not open)
+	// diskCP is the checkpoint of every store left on disk, per task: read
+	// once at start, then kept as stores close, so lags need no disk scan.
+	diskCP  map[string]map[string]int64
+	closing map[string]chan struct{} // task -> closed when its stores' background close ends
+	closers sync.WaitGroup
 
 	assignment atomic.Pointer[protocol.Assignment]
 	wake       chan struct{} // a new assignment arrived
@@ -105,7 +110,7 @@ func New(top *topology.Topology, opts ...Option) (*App, error) {
 	}
 	a := &App{cfg: cfg, top: top, log: cfg.logger.With("instance", cfg.instanceID),
 		subs: map[int]topology.Subtopology{}, bySource: map[string]int{}, byChangelog: map[string]storeRef{},
-		tasks: map[string]*task{}, topicParts: map[string]int32{}, diskLag: map[string]int64{},
+		tasks: map[string]*task{}, topicParts: map[string]int32{}, diskLag: map[string]int64{}, closing: map[string]chan struct{}{}, diskCP: map[string]map[string]int64{},
 		wake: make(chan struct{}, 1), leaveNow: make(chan struct{}), fatal: make(chan error, 1)}
 	stateful := false
 	for _, s := range top.Subtopologies() {
@@ -197,6 +202,13 @@ func (a *App) open() error {
 			return err
 		}
 		a.unlock = unlock
+		local, err := state.ListLocal(a.cfg.stateDir)
+		if err != nil {
+			a.log.Warn("listing state left on disk; reporting none", "dir", a.cfg.stateDir, "err", err)
+		}
+		for id, stores := range local {
+			a.diskCP[id] = stores
+		}
 	}
 	bal := member.NewBalancer(member.Config{
 		Subtopologies: a.memberSubtopologies(),
@@ -259,6 +271,7 @@ func (a *App) close() {
 	a.mu.Unlock()
 	a.restore.Close()
 	a.group.Close()
+	a.closers.Wait() // every store closed before the directory lock goes
 	a.releaseLock()
 }
 

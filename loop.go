@@ -449,6 +449,7 @@ func roleName(r lifecycle.Role) string {
 // openStoresLocked opens a task's stores and reads their checkpoints.
 func (a *App) openStoresLocked(t *task) error {
 	id := t.id
+	a.waitClosedLocked(id)
 	for _, spec := range t.sub.Stores {
 		var st state.Store
 		var err error
@@ -476,6 +477,7 @@ func (a *App) openStoresLocked(t *task) error {
 	}
 	a.updateEndsLocked(t)
 	delete(a.diskLag, id)
+	delete(a.diskCP, id)
 	return nil
 }
 
@@ -560,16 +562,49 @@ func (a *App) stopRestoringLocked(t *task) {
 	}
 }
 
+// closeTaskLocked closes a task's stores in the background: closing a
+// large Pebble store flushes it, which must not pause the other tasks.
+// Opening the task's stores again waits for the close (see
+// waitClosedLocked); Run waits for every close before it returns.
 func (a *App) closeTaskLocked(t *task) {
-	for name, s := range t.stores {
-		if err := s.st.Close(); err != nil {
-			a.log.Warn("closing store", "task", t.id, "store", name, "err", err)
-		}
+	if len(t.stores) == 0 {
+		return
+	}
+	stores := t.stores
+	t.stores = map[string]*taskStore{}
+	done := make(chan struct{})
+	if prev, ok := a.closing[t.id]; ok {
+		<-prev // one close at a time per task
+	}
+	a.closing[t.id] = done
+	a.closers.Add(1)
+	for _, s := range stores {
 		if !a.cfg.memoryState {
 			a.diskLag[t.id] = max(a.diskLag[t.id], s.lag())
+			if a.diskCP[t.id] == nil {
+				a.diskCP[t.id] = map[string]int64{}
+			}
+			a.diskCP[t.id][s.name] = s.checkpoint
 		}
 	}
-	t.stores = map[string]*taskStore{}
+	go func() {
+		defer a.closers.Done()
+		defer close(done)
+		for name, s := range stores {
+			if err := s.st.Close(); err != nil {
+				a.log.Warn("closing store", "task", t.id, "store", name, "err", err)
+			}
+		}
+	}()
+}
+
+// waitClosedLocked waits until a background close of the task's stores,
+// if any, has finished.
+func (a *App) waitClosedLocked(id string) {
+	if done, ok := a.closing[id]; ok {
+		<-done
+		delete(a.closing, id)
+	}
 }
 
 // restoreStep reads changelog records into the stores of standbys,
@@ -705,12 +740,9 @@ func (a *App) refreshLags(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	var local map[string]map[string]int64
-	if !a.cfg.memoryState {
-		local, _ = state.ListLocal(a.cfg.stateDir)
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	local := a.diskCP
 	for _, t := range a.tasks {
 		for _, s := range t.stores {
 			if o, ok := ends.Lookup(s.changelog, t.part); ok && o.Err == nil && !(t.role == roleActive && t.restored) {
