@@ -25,6 +25,7 @@ import (
 
 	"github.com/baton-streams/baton"
 	"github.com/baton-streams/baton/cluster"
+	"github.com/baton-streams/baton/internal/counts"
 	"github.com/baton-streams/baton/internal/faultnet"
 	"github.com/baton-streams/baton/topology"
 )
@@ -398,7 +399,7 @@ func (r *run) settle(ctx context.Context) (map[string]int64, error) {
 	deadline := time.Now().Add(2 * time.Minute)
 	var last map[string]int64
 	for {
-		got, err := readCounts(ctx, r.brokers)
+		got, err := counts.Read(ctx, r.brokers, "counts")
 		if err != nil {
 			return nil, err
 		}
@@ -414,42 +415,6 @@ func (r *run) settle(ctx context.Context) (map[string]int64, error) {
 		last = got
 		time.Sleep(time.Second)
 	}
-}
-
-func readCounts(ctx context.Context, brokers []string) (map[string]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics("counts"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, "counts")
-	if err != nil {
-		return nil, err
-	}
-	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			want[o.Partition] = o.Offset
-		}
-	})
-	out := map[string]int64{}
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for len(want) > 0 {
-		f := cl.PollFetches(rctx)
-		if rctx.Err() != nil {
-			return nil, fmt.Errorf("chaos: reading counts: %w", rctx.Err())
-		}
-		f.EachRecord(func(rec *kgo.Record) {
-			n, _ := strconv.ParseInt(string(rec.Value), 10, 64)
-			out[string(rec.Key)] = n
-			if rec.Offset+1 >= want[rec.Partition] {
-				delete(want, rec.Partition)
-			}
-		})
-	}
-	return out, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

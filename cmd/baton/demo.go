@@ -20,6 +20,7 @@ import (
 
 	"github.com/baton-streams/baton"
 	"github.com/baton-streams/baton/cluster"
+	"github.com/baton-streams/baton/internal/counts"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -377,7 +378,7 @@ func (d *demo) waitFor(ctx context.Context, timeout time.Duration, what string, 
 func (d *demo) verify(ctx context.Context) (int, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		got, err := readCounts(ctx, d.brokers, "counts")
+		got, err := counts.Read(ctx, d.brokers, "counts")
 		if err != nil {
 			return 0, err
 		}
@@ -399,43 +400,6 @@ func (d *demo) verify(ctx context.Context) (int, error) {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-}
-
-// readCounts reads a count topic to its end: the last value per key.
-func readCounts(ctx context.Context, brokers []string, topic string) (map[string]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		return nil, err
-	}
-	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			want[o.Partition] = o.Offset
-		}
-	})
-	out := map[string]int64{}
-	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	for len(want) > 0 {
-		f := cl.PollFetches(rctx)
-		if rctx.Err() != nil {
-			return nil, fmt.Errorf("reading %s: %w", topic, rctx.Err())
-		}
-		f.EachRecord(func(r *kgo.Record) {
-			n, _ := strconv.ParseInt(string(r.Value), 10, 64)
-			out[string(r.Key)] = n
-			if r.Offset+1 >= want[r.Partition] {
-				delete(want, r.Partition)
-			}
-		})
-	}
-	return out, nil
 }
 
 // summary prints the handover of every moved task and the result.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/baton-streams/baton/internal/counts"
 	"io"
 	"net/http"
 	"os/exec"
@@ -221,7 +222,7 @@ func TestClusterAndRunProcesses(t *testing.T) {
 
 func readCountsT(t *testing.T, brokers string) map[string]int64 {
 	t.Helper()
-	got, err := readCounts(context.Background(), []string{brokers}, "counts")
+	got, err := counts.Read(context.Background(), []string{brokers}, "counts")
 	if err != nil {
 		t.Fatal(err)
 	}
