@@ -194,7 +194,7 @@ func (a *App) dispatch(fetches kgo.Fetches, backlog map[string][]*kgo.Record) er
 			delete(backlog, id) // revoked: the next owner reads them again
 			continue
 		}
-		if !t.restored {
+		if !t.running() {
 			continue
 		}
 		delete(backlog, id)
@@ -430,7 +430,6 @@ func (a *App) stepLocked(t *task, ev lifecycle.Event) error {
 	}
 	t.life = next
 	t.role = roleName(next.Role)
-	t.restored = next.Phase == lifecycle.Running
 	return nil
 }
 
@@ -614,7 +613,7 @@ func (a *App) restoreStep() bool {
 	a.mu.Lock()
 	restoring := 0
 	for _, t := range a.tasks {
-		if t.stateful() && (t.role != roleActive || !t.restored) {
+		if t.stateful() && !t.running() {
 			restoring++
 		}
 	}
@@ -633,7 +632,7 @@ func (a *App) restoreStep() bool {
 			return
 		}
 		t, ok := a.tasks[member.TaskID(ref.sub, p.Partition)]
-		if !ok || (t.role == roleActive && t.restored) {
+		if !ok || t.running() {
 			return
 		}
 		s := t.stores[ref.name]
@@ -745,7 +744,7 @@ func (a *App) refreshLags(ctx context.Context) {
 	local := a.diskCP
 	for _, t := range a.tasks {
 		for _, s := range t.stores {
-			if o, ok := ends.Lookup(s.changelog, t.part); ok && o.Err == nil && !(t.role == roleActive && t.restored) {
+			if o, ok := ends.Lookup(s.changelog, t.part); ok && o.Err == nil && !t.running() {
 				s.end = max(s.end, o.Offset)
 			}
 		}

@@ -25,18 +25,17 @@ const (
 // its records is being processed, the worker it is pinned to owns the
 // processing fields (proc, stores' pending writes, offsets).
 type task struct {
-	id       string
-	sub      topology.Subtopology
-	part     int32
-	role     string
-	stores   map[string]*taskStore // open stores, by name
-	proc     topology.Processor
-	worker   int
-	ctx      *taskContext
-	offsets  map[string]kgo.EpochOffset // input topic -> next offset to commit
-	life     lifecycle.State
-	restored bool // active and running: processing allowed (from life)
-	ready    bool // learner: readiness reported
+	id      string
+	sub     topology.Subtopology
+	part    int32
+	role    string
+	stores  map[string]*taskStore // open stores, by name
+	proc    topology.Processor
+	worker  int
+	ctx     *taskContext
+	offsets map[string]kgo.EpochOffset // input topic -> next offset to commit
+	life    lifecycle.State
+	ready   bool // learner: readiness reported
 
 	// Handover figures.
 	assignedAt time.Time
@@ -50,6 +49,9 @@ type task struct {
 }
 
 func (t *task) stateful() bool { return len(t.sub.Stores) > 0 }
+
+// running reports whether the task is active and processing.
+func (t *task) running() bool { return t.life.Phase == lifecycle.Running }
 
 // taskStore is one store of a task: the local state.Store plus, while
 // active, the writes not yet applied (they wait for the changelog's
