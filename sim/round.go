@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -119,7 +120,8 @@ func (e *engine) applyRound() {
 			e.detail("revoke", fmt.Sprintf("%s gives up %s%s", m.spec.ID, id, explain(assign.ReasonRevoke, id, m.spec.ID)))
 			e.dropActive(m, e.tasks[ti], true)
 		}
-		for ti, c := range m.copies {
+		for _, ti := range slices.Sorted(maps.Keys(m.copies)) { // trace lines in task order
+			c := m.copies[ti]
 			switch {
 			case c.role == roleStandby && e.mark[1][ti] != e.stamp, c.role == roleLearner && e.mark[2][ti] != e.stamp:
 				if c.role == roleLearner && !act(ti) {
