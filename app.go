@@ -70,6 +70,8 @@ type App struct {
 	ledGen     atomic.Int32
 	joinedAt   atomic.Int64 // unix nanos of the last join, for the rebalance log line
 	lastPlan   atomic.Pointer[PlanStatus]
+	plansMu    sync.Mutex // guards plans only; never held with mu
+	plans      []PlanStatus
 	fatal      chan error
 	running    atomic.Bool
 	rejoin     atomic.Bool // a learner became ready: rejoin after this iteration

@@ -66,6 +66,10 @@ type Status struct {
 	Tasks      []TaskStatus `json:"tasks"`
 	// Plan is the last plan this instance computed as leader, if any.
 	Plan *PlanStatus `json:"plan,omitempty"`
+	// Plans are the recent plans this instance computed as leader, oldest
+	// first (at most 20): a timeline misses none of the quick rounds of a
+	// handover.
+	Plans []PlanStatus `json:"plans,omitempty"`
 }
 
 // TaskStatus is one task's line in Status.

@@ -915,6 +915,12 @@ func (s *self) Led(generation int32, st assign.State, plan assign.Plan) {
 		ps.Reasons = append(ps.Reasons, fmt.Sprintf("%s %s on %s: %s", r.Kind, r.Task, member.InstanceOf(r.Instance), short.Replace(r.Why)))
 	}
 	a.lastPlan.Store(ps)
+	a.plansMu.Lock()
+	a.plans = append(a.plans, *ps)
+	if len(a.plans) > 20 {
+		a.plans = a.plans[len(a.plans)-20:]
+	}
+	a.plansMu.Unlock()
 	moved, learners := 0, 0
 	for _, ip := range plan.Instances {
 		moved += len(ip.Revoked)

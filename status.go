@@ -32,5 +32,8 @@ func (a *App) Status() Status {
 	}
 	sort.Slice(st.Tasks, func(i, j int) bool { return st.Tasks[i].ID < st.Tasks[j].ID })
 	st.Plan = a.lastPlan.Load()
+	a.plansMu.Lock()
+	st.Plans = append([]PlanStatus(nil), a.plans...)
+	a.plansMu.Unlock()
 	return st
 }

@@ -210,6 +210,9 @@ func (h *Handler) Sample(ctx context.Context) View {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	v := merge(self, selfEP, g, gErr, peers, ends, h.mu.peaks, now)
+	for i := range v.plans { // every recent round, not only the last
+		h.mu.timeline.observe(&v.plans[i], v.Leader, now)
+	}
 	h.mu.timeline.observe(v.Plan, v.Leader, now)
 	v.Timeline = h.mu.timeline.list()
 	return v

@@ -21,11 +21,12 @@ type View struct {
 	Leader string `json:"leader"`
 	// GroupState is the coordinator's state of the group, or "" when the
 	// group could not be described (GroupError says why).
-	GroupState string            `json:"group_state"`
-	GroupError string            `json:"group_error,omitempty"`
-	Instances  []InstanceView    `json:"instances"`
-	Plan       *baton.PlanStatus `json:"plan"`
-	Timeline   []Rebalance       `json:"timeline"`
+	GroupState string             `json:"group_state"`
+	GroupError string             `json:"group_error,omitempty"`
+	Instances  []InstanceView     `json:"instances"`
+	Plan       *baton.PlanStatus  `json:"plan"`
+	plans      []baton.PlanStatus // the leader's recent plans, for the timeline
+	Timeline   []Rebalance        `json:"timeline"`
 }
 
 // InstanceView is one instance: its tasks and where they were read.
@@ -146,6 +147,7 @@ func merge(self baton.Status, endpoint string, g *Group, groupErr error, peers m
 	if leader != nil {
 		v.Leader = leader.Instance
 		v.Plan = leader.Plan
+		v.plans = leader.Plans
 		if iv, ok := byID[leader.Instance]; ok {
 			iv.Leader = true
 		}
