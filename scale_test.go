@@ -21,10 +21,10 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m,
-		// franz-go's fetch manager of a client whose connections a test cut
-		// (a simulated crash) can outlive the client's Close: it waits for a
-		// fetch on a dead connection to report back. It is the client's
-		// goroutine, not the App's; every other goroutine must be gone.
+		// franz-go's fetch manager once outlived its client's Close in a CI
+		// run that included the crash tests (cut connections); it waits for
+		// in-flight fetches to report back. It belongs to the client, not
+		// the App; every other goroutine must be gone.
 		goleak.IgnoreTopFunction("github.com/twmb/franz-go/pkg/kgo.(*fetchManager).manageFetchConcurrency"))
 }
 
