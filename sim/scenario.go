@@ -249,6 +249,25 @@ func (p *parser) num(key, v string, min float64) (float64, error) {
 	return f, nil
 }
 
+// Scenario size limits: a typo of a few digits must be an error on its
+// line, not an attempt to simulate a billion instances.
+const (
+	maxInstances = 100_000
+	maxTasks     = 2_000_000
+)
+
+// count reads a number of things to create, at most limit.
+func (p *parser) count(key, v string, min, limit int) (int, error) {
+	n, err := p.integer(key, v, min)
+	if err != nil {
+		return 0, err
+	}
+	if n > limit {
+		return 0, p.errf("%s=%d is more than this simulator takes (%d)", key, n, limit)
+	}
+	return n, nil
+}
+
 func (p *parser) integer(key, v string, min int) (int, error) {
 	f, err := p.num(key, v, float64(min))
 	if err != nil {
@@ -405,7 +424,7 @@ func (p *parser) parseTasks(args []string) error {
 		if !ok {
 			continue
 		}
-		n, err := p.integer(b.key, v, 0)
+		n, err := p.count(b.key, v, 0, maxTasks-len(p.taskIdx))
 		if err != nil {
 			return err
 		}
@@ -547,7 +566,7 @@ func (p *parser) parseInstances(args []string) error {
 	if len(args) == 0 {
 		return p.errf("want `instances N [capacity=N] [restore=N] [racks=K]`")
 	}
-	n, err := p.integer("instances", args[0], 1)
+	n, err := p.count("instances", args[0], 1, maxInstances-len(p.instIdx))
 	if err != nil {
 		return err
 	}
@@ -604,6 +623,9 @@ func (p *parser) parseEvent(args []string) error {
 		if n, err := strconv.Atoi(args[2]); err == nil {
 			if n < 1 {
 				return p.errf("join count must be >= 1")
+			}
+			if n > maxInstances-len(p.instIdx) {
+				return p.errf("join %d is more instances than this simulator takes (%d in all)", n, maxInstances)
 			}
 			if ids, err = p.autoIDs(n); err != nil {
 				return err
