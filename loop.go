@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/baton-streams/baton/topology"
 	"slices"
 	"sort"
 	"strings"
@@ -182,7 +183,7 @@ func (a *App) dispatch(fetches kgo.Fetches, backlog map[string][]*kgo.Record) er
 		if !ok {
 			return
 		}
-		id := member.TaskID(sub, p.Partition)
+		id := topology.TaskID(sub, p.Partition)
 		backlog[id] = append(backlog[id], p.Records...)
 	})
 	per := make([][]batch, len(a.workers))
@@ -386,7 +387,8 @@ func (a *App) reconcile() {
 
 // newTask makes a closed task.
 func (a *App) newTask(id string) (*task, error) {
-	subID, part, ok := member.ParseTaskID(id)
+	subID, part, perr := topology.ParseTaskID(id)
+	ok := perr == nil
 	sub, known := a.subs[subID]
 	if !ok || !known {
 		return nil, fmt.Errorf("baton: unknown task %q", id)
@@ -631,7 +633,7 @@ func (a *App) restoreStep() bool {
 		if !ok {
 			return
 		}
-		t, ok := a.tasks[member.TaskID(ref.sub, p.Partition)]
+		t, ok := a.tasks[topology.TaskID(ref.sub, p.Partition)]
 		if !ok || t.running() {
 			return
 		}
@@ -754,7 +756,8 @@ func (a *App) refreshLags(ctx context.Context) {
 		if _, open := a.tasks[id]; open {
 			continue
 		}
-		sub, part, ok := member.ParseTaskID(id)
+		sub, part, perr := topology.ParseTaskID(id)
+		ok := perr == nil
 		if _, known := a.subs[sub]; !ok || !known {
 			continue
 		}
@@ -840,12 +843,12 @@ func (s *self) Subscription(owned map[string][]int32) protocol.Subscription {
 			continue
 		}
 		for _, p := range parts {
-			count[member.TaskID(sid, p)]++
+			count[topology.TaskID(sid, p)]++
 		}
 	}
 	active := map[string]bool{}
 	for id, n := range count {
-		sid, _, _ := member.ParseTaskID(id)
+		sid, _, _ := topology.ParseTaskID(id)
 		if n == len(a.subs[sid].Sources) {
 			sub.Active = append(sub.Active, id)
 			active[id] = true
@@ -950,7 +953,7 @@ func (a *App) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][
 	for topic, parts := range assigned {
 		if sid, ok := a.bySource[topic]; ok {
 			for _, p := range parts {
-				ids[member.TaskID(sid, p)] = true
+				ids[topology.TaskID(sid, p)] = true
 			}
 		}
 	}
@@ -1008,7 +1011,7 @@ func (a *App) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]i
 			continue
 		}
 		for _, p := range parts {
-			if t, ok := a.tasks[member.TaskID(sid, p)]; ok && t.role == roleActive && !slices.Contains(gone, t) {
+			if t, ok := a.tasks[topology.TaskID(sid, p)]; ok && t.role == roleActive && !slices.Contains(gone, t) {
 				gone = append(gone, t)
 			}
 		}
@@ -1052,7 +1055,7 @@ func (a *App) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) 
 			continue
 		}
 		for _, p := range parts {
-			if t, ok := a.tasks[member.TaskID(sid, p)]; ok && t.life.Role == lifecycle.Active {
+			if t, ok := a.tasks[topology.TaskID(sid, p)]; ok && t.life.Role == lifecycle.Active {
 				a.log.Warn("task lost", "task", t.id)
 				if err := a.stepLocked(t, lifecycle.Lose); err != nil {
 					a.log.Warn("lose", "err", err)

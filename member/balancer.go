@@ -3,10 +3,10 @@ package member
 import (
 	"errors"
 	"fmt"
+	"github.com/baton-streams/baton/topology"
 	"log/slog"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -212,7 +212,8 @@ func (mb *memberBalancer) Balance(topics map[string]int32) kgo.IntoSyncAssignmen
 		ca.UserData = user
 		parts := map[string][]int32{}
 		for _, id := range ip.Active {
-			sub, p, ok := ParseTaskID(string(id))
+			sub, p, perr := topology.ParseTaskID(string(id))
+			ok := perr == nil
 			if !ok {
 				continue
 			}
@@ -265,7 +266,7 @@ func buildState(cfg Config, members []joined, topics map[string]int32, log *slog
 			}
 		}
 		for p := int32(0); p < max(parts, 0); p++ {
-			id := TaskID(s.ID, p)
+			id := topology.TaskID(s.ID, p)
 			known[id] = true
 			stateful[id] = s.Stateful
 			state.Tasks = append(state.Tasks, assign.Task{ID: assign.TaskID(id), Stateful: s.Stateful, Load: 1})
@@ -319,23 +320,6 @@ func keepAll(s assign.State) assign.Plan {
 		p.Instances = append(p.Instances, assign.InstancePlan{ID: in.ID, Active: in.Active, Standby: in.Standby, Learner: in.Learner})
 	}
 	return p
-}
-
-// TaskID names the task of subtopology sub for partition p.
-func TaskID(sub int, p int32) string { return strconv.Itoa(sub) + "_" + strconv.Itoa(int(p)) }
-
-// ParseTaskID splits "<subtopology>_<partition>".
-func ParseTaskID(id string) (sub int, p int32, ok bool) {
-	a, b, found := strings.Cut(id, "_")
-	if !found {
-		return 0, 0, false
-	}
-	s, err1 := strconv.Atoi(a)
-	n, err2 := strconv.ParseInt(b, 10, 32)
-	if err1 != nil || err2 != nil || s < 0 || n < 0 {
-		return 0, 0, false
-	}
-	return s, int32(n), true
 }
 
 // InstanceOf returns the instance id part of an assignor instance key.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/baton-streams/baton/assign"
 	"github.com/baton-streams/baton/protocol"
+	"github.com/baton-streams/baton/topology"
 )
 
 // fakeSelf records what the balancer hands the instance.
@@ -93,7 +94,7 @@ func TestBalanceNewGroup(t *testing.T) {
 	for id, d := range got {
 		for _, task := range d.a.Active {
 			seen[task] = true
-			sub, p, _ := ParseTaskID(task)
+			sub, p, _ := topology.ParseTaskID(task)
 			topic := []string{"in", "rep"}[sub]
 			if !slices.Contains(d.parts[topic], p) {
 				t.Errorf("member %s active %s without partition %s[%d]: %v", id, task, topic, p, d.parts)

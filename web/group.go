@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/baton-streams/baton/topology"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/baton-streams/baton/member"
 	"github.com/baton-streams/baton/protocol"
 )
 
@@ -130,7 +130,7 @@ func decodeMember(dm kadm.DescribedGroupMember) Member {
 func (g Group) Subtopologies() []int {
 	seen := map[int]bool{}
 	for _, id := range g.TaskIDs() {
-		if s, _, ok := member.ParseTaskID(id); ok {
+		if s, _, err := topology.ParseTaskID(id); err == nil {
 			seen[s] = true
 		}
 	}

@@ -1,12 +1,12 @@
 package web
 
 import (
+	"github.com/baton-streams/baton/topology"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/baton-streams/baton"
-	"github.com/baton-streams/baton/member"
 )
 
 // View is what GET /group returns: the whole group as this instance sees
@@ -167,7 +167,7 @@ func merge(self baton.Status, endpoint string, g *Group, groupErr error, peers m
 			// known, else against the largest lag seen (a learner first
 			// seen half-way then starts at 0%).
 			total := peaks[key]
-			if _, p, ok := member.ParseTaskID(t.ID); ok {
+			if _, p, err := topology.ParseTaskID(t.ID); err == nil {
 				total = max(total, changelogEnds[p])
 			}
 			t.Progress = 1

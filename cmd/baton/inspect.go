@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/baton-streams/baton/topology"
 	"io"
 	"maps"
 	"slices"
@@ -17,7 +18,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/assign"
-	"github.com/baton-streams/baton/member"
 	"github.com/baton-streams/baton/web"
 )
 
@@ -166,7 +166,7 @@ func (in inspection) tasks() ([]assign.Task, string) {
 		s := m.Subscription
 		for _, list := range [][]string{s.Standby, s.Learner, slices.Collect(maps.Keys(s.Lags))} {
 			for _, id := range list {
-				if sub, _, ok := member.ParseTaskID(id); ok {
+				if sub, _, err := topology.ParseTaskID(id); err == nil {
 					stateful[sub] = true
 				}
 			}
@@ -182,7 +182,7 @@ func (in inspection) tasks() ([]assign.Task, string) {
 	if len(counts) == 1 {
 		for _, sub := range in.group.Subtopologies() {
 			for p := range n {
-				ids[member.TaskID(sub, p)] = true
+				ids[topology.TaskID(sub, p)] = true
 			}
 		}
 	} else if len(counts) > 1 {
@@ -190,7 +190,8 @@ func (in inspection) tasks() ([]assign.Task, string) {
 	}
 	var out []assign.Task
 	for id := range ids {
-		sub, _, ok := member.ParseTaskID(id)
+		sub, _, perr := topology.ParseTaskID(id)
+		ok := perr == nil
 		if !ok {
 			continue
 		}
@@ -359,7 +360,8 @@ func (in inspection) print(w io.Writer, cfg assign.Config, policy assign.Policy)
 // changelogEnd is the largest end offset of the app's changelogs at the
 // task's partition: how many records a cold restore of it reads at most.
 func (in inspection) changelogEnd(task string) (int64, bool) {
-	_, p, ok := member.ParseTaskID(task)
+	_, p, perr := topology.ParseTaskID(task)
+	ok := perr == nil
 	if !ok {
 		return 0, false
 	}
