@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/baton-streams/baton/topology"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -362,7 +363,7 @@ func (a *App) reconcile() {
 			delete(a.tasks, id)
 		}
 	}
-	for _, id := range sortedKeys(want) {
+	for _, id := range slices.Sorted(maps.Keys(want)) {
 		if _, ok := a.tasks[id]; ok {
 			continue
 		}
@@ -817,15 +818,6 @@ func (a *App) publishSnapshotLocked() {
 	a.view.Store(&view)
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // self is the App as the balancer sees it.
 type self App
 
@@ -957,7 +949,7 @@ func (a *App) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][
 			}
 		}
 	}
-	for _, id := range sortedKeys(ids) {
+	for _, id := range slices.Sorted(maps.Keys(ids)) {
 		t, held := a.tasks[id]
 		if held && t.life.Role == lifecycle.Active {
 			continue

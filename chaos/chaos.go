@@ -11,10 +11,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,7 +61,7 @@ func (r Result) OK() bool {
 
 func (r Result) String() string {
 	var ev []string
-	for _, k := range sortedKeys(r.Events) {
+	for _, k := range slices.Sorted(maps.Keys(r.Events)) {
 		ev = append(ev, fmt.Sprintf("%s=%d", k, r.Events[k]))
 	}
 	return fmt.Sprintf("seed %d: events %s; records in %d, words %d, lost %d, duplicated %d",
@@ -174,7 +175,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res.RecordsIn, res.Words = r.in, len(r.words)
-	for _, w := range sortedKeys(r.words) {
+	for _, w := range slices.Sorted(maps.Keys(r.words)) {
 		want, have := r.words[w], got[w]
 		switch {
 		case have < want:
@@ -415,13 +416,4 @@ func (r *run) settle(ctx context.Context) (map[string]int64, error) {
 		last = got
 		time.Sleep(time.Second)
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

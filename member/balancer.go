@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"github.com/baton-streams/baton/topology"
 	"log/slog"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -92,7 +92,7 @@ func (b *Balancer) JoinGroupMetadata(topics []string, owned map[string][]int32, 
 	meta.Topics = topics
 	meta.UserData = data
 	meta.Generation = generation
-	for _, t := range sortedKeys(owned) {
+	for _, t := range slices.Sorted(maps.Keys(owned)) {
 		meta.OwnedPartitions = append(meta.OwnedPartitions, kmsg.ConsumerMemberMetadataOwnedPartition{Topic: t, Partitions: owned[t]})
 	}
 	return meta.AppendTo(nil)
@@ -221,7 +221,7 @@ func (mb *memberBalancer) Balance(topics map[string]int32) kgo.IntoSyncAssignmen
 				parts[t] = append(parts[t], p)
 			}
 		}
-		for _, t := range sortedKeys(parts) {
+		for _, t := range slices.Sorted(maps.Keys(parts)) {
 			ps := parts[t]
 			slices.Sort(ps)
 			ca.Topics = append(ca.Topics, kmsg.ConsumerMemberAssignmentTopic{Topic: t, Partitions: ps})
@@ -334,13 +334,4 @@ func ids(list []assign.TaskID) []string {
 		out[i] = string(id)
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -380,7 +380,7 @@ func (g *graph) checkTopics() {
 			readBy[t] = n.name
 		}
 	}
-	for _, t := range sortedKeys(g.repart) {
+	for _, t := range slices.Sorted(maps.Keys(g.repart)) {
 		if !written[t] || readBy[t] == "" {
 			g.errorf("repartition topic %q must be written by a sink and read by a source (written: %t, read: %t)",
 				t, written[t], readBy[t] != "")
@@ -577,15 +577,6 @@ func (g *graph) describe(t *Topology) string {
 		}
 	}
 	return sb.String()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 func sortedUnique(s []string) []string {

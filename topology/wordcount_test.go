@@ -3,6 +3,7 @@ package topology
 import (
 	"errors"
 	"flag"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -147,7 +148,7 @@ func TestWordCountExact(t *testing.T) {
 		if outRecords != total {
 			t.Errorf("seed %d round %d: %d output records, want one per word occurrence: %d", seed, round, outRecords, total)
 		}
-		for _, w := range sortedKeys(want) {
+		for _, w := range slices.Sorted(maps.Keys(want)) {
 			if got[w] != want[w] {
 				t.Errorf("seed %d round %d: count(%q) = %d, want %d", seed, round, w, got[w], want[w])
 			}
@@ -157,7 +158,7 @@ func TestWordCountExact(t *testing.T) {
 				t.Errorf("seed %d round %d: store counts of %s has %q=%q (present %t), want %d", seed, round, task, w, v, ok, want[w])
 			}
 		}
-		for _, w := range sortedKeys(got) {
+		for _, w := range slices.Sorted(maps.Keys(got)) {
 			if want[w] == 0 {
 				t.Errorf("seed %d round %d: counted %q, which is not in the input", seed, round, w)
 			}

@@ -2,6 +2,8 @@ package web
 
 import (
 	"github.com/baton-streams/baton/topology"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -137,7 +139,7 @@ func merge(self baton.Status, endpoint string, g *Group, groupErr error, peers m
 	// highest generation wins if two say so (the old leader's status can
 	// lag a round behind).
 	var leader *baton.Status
-	for _, id := range sortedKeys(statuses) {
+	for _, id := range slices.Sorted(maps.Keys(statuses)) {
 		st := statuses[id]
 		v.Generation = max(v.Generation, st.Generation)
 		if st.Leader && (leader == nil || st.Generation > leader.Generation) {
@@ -153,7 +155,7 @@ func merge(self baton.Status, endpoint string, g *Group, groupErr error, peers m
 		}
 	}
 
-	for _, id := range sortedKeys(byID) {
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
 		iv := byID[id]
 		seen := map[string]bool{}
 		for i := range iv.Tasks {
@@ -228,13 +230,4 @@ func tasksOfSubscription(m Member) []TaskView {
 
 func sortTasks(ts []TaskView) {
 	sort.Slice(ts, func(i, j int) bool { return ts[i].ID < ts[j].ID })
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
