@@ -76,6 +76,15 @@ type App struct {
 	running    atomic.Bool
 	rejoin     atomic.Bool // a learner became ready: rejoin after this iteration
 	workers    []*worker
+	// backlog holds polled records of active tasks still restoring.
+	backlog map[string][]*kgo.Record
+	// Exactly-once: records produced and processed in the open
+	// transaction, whether its offsets were added, and whether the loop
+	// must rewind the input after an abort.
+	txnProduced     atomic.Int64
+	txnProcessed    atomic.Int64
+	txnOffsetsAdded bool
+	rewind          atomic.Bool
 	// view is the task list Status reads; groupClient is a.group for
 	// readers that must not take mu.
 	view        atomic.Pointer[[]taskView]
@@ -112,7 +121,7 @@ func New(top *topology.Topology, opts ...Option) (*App, error) {
 	}
 	a := &App{cfg: cfg, top: top, log: cfg.logger.With("instance", cfg.instanceID),
 		subs: map[int]topology.Subtopology{}, bySource: map[string]int{}, byChangelog: map[string]storeRef{},
-		tasks: map[string]*task{}, topicParts: map[string]int32{}, diskLag: map[string]int64{}, closing: map[string]chan struct{}{}, diskCP: map[string]map[string]int64{},
+		tasks: map[string]*task{}, topicParts: map[string]int32{}, diskLag: map[string]int64{}, closing: map[string]chan struct{}{}, diskCP: map[string]map[string]int64{}, backlog: map[string][]*kgo.Record{},
 		wake: make(chan struct{}, 1), leaveNow: make(chan struct{}), fatal: make(chan error, 1)}
 	stateful := false
 	for _, s := range top.Subtopologies() {
@@ -187,6 +196,11 @@ func (a *App) Run(ctx context.Context) (err error) {
 		}
 		return err
 	}
+	if a.exactlyOnce() {
+		if err := a.beginTxn(); err != nil {
+			return err
+		}
+	}
 	a.startWorkers()
 	defer a.stopWorkers()
 	a.group.AddConsumeTopics(a.sourceTopics()...)
@@ -236,6 +250,9 @@ func (a *App) open() error {
 		kgo.OnPartitionsRevoked(a.onRevoked),
 		kgo.OnPartitionsLost(a.onLost),
 	}, a.cfg.kgoOpts...)
+	if a.exactlyOnce() {
+		opts = append(opts, a.txnClientOpts()...)
+	}
 	group, err := kgo.NewClient(opts...)
 	if err != nil {
 		a.releaseLock()
@@ -244,7 +261,7 @@ func (a *App) open() error {
 	restore, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(a.cfg.brokers...),
 		kgo.FetchMaxWait(50 * time.Millisecond),
-	}, a.cfg.kgoOpts...)...)
+	}, append(a.cfg.kgoOpts, a.restoreClientOpts()...)...)...)
 	if err != nil {
 		group.Close()
 		a.releaseLock()

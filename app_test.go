@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/cluster"
+	"github.com/baton-streams/baton/internal/counts"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -161,38 +163,9 @@ func (r *running) stop(t *testing.T) {
 // per word.
 func (h *harness) counts() map[string]int64 {
 	h.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.ConsumeTopics(h.output),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	out, err := counts.Read(context.Background(), h.brokers, h.output)
 	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	ends, err := adm.ListEndOffsets(context.Background(), h.output)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			want[o.Partition] = o.Offset
-		}
-	})
-	out := map[string]int64{}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for len(want) > 0 {
-		f := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			h.t.Fatalf("reading output: %v", ctx.Err())
-		}
-		f.EachRecord(func(r *kgo.Record) {
-			n, _ := strconv.ParseInt(string(r.Value), 10, 64)
-			out[string(r.Key)] = n
-			if r.Offset+1 >= want[r.Partition] {
-				delete(want, r.Partition)
-			}
-		})
+		h.t.Fatalf("reading output: %v", err)
 	}
 	return out
 }
@@ -209,7 +182,22 @@ func (h *harness) waitExact(timeout time.Duration) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	h.t.Fatalf("counts never matched:\nwant %v\ngot  %v", h.words, got)
+	var diff []string
+	for w, n := range h.words {
+		if got[w] != n {
+			diff = append(diff, fmt.Sprintf("%s: got %d, want %d", w, got[w], n))
+		}
+	}
+	for w, n := range got {
+		if _, ok := h.words[w]; !ok {
+			diff = append(diff, fmt.Sprintf("%s: got %d, never produced", w, n))
+		}
+	}
+	slices.Sort(diff)
+	if len(diff) > 10 {
+		diff = append(diff[:10], fmt.Sprintf("... %d more", len(diff)-10))
+	}
+	h.t.Fatalf("counts never matched (%d words produced):\n%s", len(h.words), strings.Join(diff, "\n"))
 }
 
 func TestWordCountTwoInstances(t *testing.T) {

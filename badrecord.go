@@ -1,7 +1,6 @@
 package baton
 
 import (
-	"context"
 	"errors"
 	"strconv"
 
@@ -61,6 +60,6 @@ func (a *App) badRecord(t *task, r *kgo.Record, err error) error {
 		return perr
 	}
 	dl.Partition = r.Partition % n
-	a.group.Produce(context.Background(), dl, a.produced)
+	a.produce(dl, a.produced)
 	return nil
 }

@@ -30,7 +30,6 @@ import (
 func (a *App) loop(ctx context.Context) error {
 	var drainStart time.Time
 	lastCommit, lastLags := time.Now(), time.Now()
-	backlog := map[string][]*kgo.Record{}
 	for {
 		select {
 		case err := <-a.fatal:
@@ -74,7 +73,20 @@ func (a *App) loop(ctx context.Context) error {
 				a.log.Warn("fetch error", "topic", topic, "partition", p, "err", err)
 			}
 		})
-		if err := a.dispatch(fetches, backlog); err != nil {
+		if a.rewind.Swap(false) {
+			// The transaction aborted: what was polled follows work that
+			// is gone. Read again from the last commit.
+			rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := a.rewindInput(rctx)
+			rcancel()
+			if err != nil {
+				a.log.Warn("rewinding input; trying again", "err", err)
+				a.rewind.Store(true)
+			}
+			a.group.AllowRebalance()
+			continue
+		}
+		if err := a.dispatch(fetches); err != nil {
 			a.group.AllowRebalance()
 			return a.abort(err)
 		}
@@ -104,6 +116,13 @@ func (a *App) loop(ctx context.Context) error {
 // abort stops after an error without committing anything more.
 func (a *App) abort(err error) error {
 	a.mu.Lock()
+	if a.exactlyOnce() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if aerr := a.group.EndTransaction(ctx, kgo.TryAbort); aerr != nil {
+			a.log.Warn("aborting the transaction", "err", aerr)
+		}
+		cancel()
+	}
 	for _, t := range a.tasks {
 		a.closeTaskLocked(t)
 		delete(a.tasks, t.id)
@@ -174,8 +193,9 @@ func (a *App) activeTasksLocked() []*task {
 
 // dispatch hands each active task its records on its worker and waits.
 // Records of a task still restoring wait in the backlog.
-func (a *App) dispatch(fetches kgo.Fetches, backlog map[string][]*kgo.Record) error {
+func (a *App) dispatch(fetches kgo.Fetches) error {
 	a.mu.Lock()
+	backlog := a.backlog
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 		if len(p.Records) == 0 {
 			return
@@ -222,6 +242,9 @@ func (a *App) dispatch(fetches kgo.Fetches, backlog map[string][]*kgo.Record) er
 // changelog offset, then commit the input offsets and wait for the
 // commit. Revokes and leaving use it.
 func (a *App) commitLocked(ctx context.Context, tasks []*task) error {
+	if a.exactlyOnce() {
+		return a.commitTxnLocked(ctx, true)
+	}
 	start := time.Now()
 	offsets, err := a.durableLocked(ctx, tasks)
 	if err != nil || len(offsets) == 0 {
@@ -240,6 +263,12 @@ func (a *App) commitLocked(ctx context.Context, tasks []*task) error {
 // until the rebalance ends. The client orders commits, so a later
 // commit (a revoke's) waits for this one.
 func (a *App) commitAsyncLocked(ctx context.Context, tasks []*task) error {
+	if a.exactlyOnce() {
+		if err := a.commitTxnLocked(ctx, false); !errors.Is(err, errTxnRetry) {
+			return err
+		}
+		return nil // tried again at the next interval
+	}
 	start := time.Now()
 	offsets, err := a.durableLocked(ctx, tasks)
 	if err != nil || len(offsets) == 0 {
@@ -297,6 +326,15 @@ func (a *App) durableLocked(ctx context.Context, tasks []*task) (map[string]map[
 		return nil, err
 	default:
 	}
+	if err := a.applyPendingLocked(tasks); err != nil {
+		return nil, err
+	}
+	return offsets, nil
+}
+
+// applyPendingLocked applies each store's pending writes with the
+// acknowledged changelog offset as its checkpoint.
+func (a *App) applyPendingLocked(tasks []*task) error {
 	for _, t := range tasks {
 		for _, s := range t.stores {
 			if len(s.pending) == 0 {
@@ -312,13 +350,13 @@ func (a *App) durableLocked(ctx context.Context, tasks []*task) (map[string]map[
 			}
 			cp := s.acked.Load()
 			if err := s.st.Apply(b, cp); err != nil {
-				return nil, fmt.Errorf("baton: task %s store %s: applying at changelog offset %d: %w", t.id, s.name, cp, err)
+				return fmt.Errorf("baton: task %s store %s: applying at changelog offset %d: %w", t.id, s.name, cp, err)
 			}
 			s.checkpoint, s.end = cp, max(s.end, cp)
 			clear(s.pending)
 		}
 	}
-	return offsets, nil
+	return nil
 }
 
 // reconcile opens and closes standbys and learners to match the latest
@@ -647,6 +685,10 @@ func (a *App) restoreStep() bool {
 		next := s.checkpoint
 		for _, r := range p.Records {
 			if r.Offset < s.checkpoint {
+				continue
+			}
+			if r.Attrs.IsControl() {
+				next = r.Offset + 1 // a transaction marker: no data
 				continue
 			}
 			if r.Value == nil {
@@ -1041,6 +1083,9 @@ func (a *App) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]i
 func (a *App) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.exactlyOnce() && (a.txnProduced.Load() > 0 || a.txnProcessed.Load() > 0) {
+		_ = a.abortTxnLocked(errors.New("baton: this member's partitions were lost (session expired)"))
+	}
 	for topic, parts := range lost {
 		sid, ok := a.bySource[topic]
 		if !ok {

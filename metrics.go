@@ -18,6 +18,7 @@ type metrics struct {
 	learners      prometheus.Gauge
 	generation    prometheus.Gauge
 	rebalance     prometheus.Histogram
+	transactions  *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer, appID, instance string) *metrics {
@@ -48,9 +49,11 @@ func newMetrics(r prometheus.Registerer, appID, instance string) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 		badRecords: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_bad_records_total",
 			Help: "Input records that failed to decode and were skipped or dead-lettered, by task.", ConstLabels: labels}, []string{"task"}),
+		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_transactions_total",
+			Help: "Transactions ended under exactly-once, by result (committed, aborted).", ConstLabels: labels}, []string{"result"}),
 	}
 	if r != nil {
-		for _, c := range []prometheus.Collector{m.processed, m.restored, m.lag, m.rebalances, m.replayed, m.commitSeconds, m.handover, m.badRecords, m.learners, m.generation, m.rebalance} {
+		for _, c := range []prometheus.Collector{m.processed, m.restored, m.lag, m.rebalances, m.replayed, m.commitSeconds, m.handover, m.badRecords, m.learners, m.generation, m.rebalance, m.transactions} {
 			_ = r.Register(c)
 		}
 	}

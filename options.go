@@ -44,6 +44,8 @@ type config struct {
 	sinkConfigs    map[string]*string // non-nil: create missing sink topics with these configs
 	optErr         error              // an option that could not be applied
 	badRecords     BadRecordPolicy
+	guarantee      Guarantee
+	txnTimeout     time.Duration
 }
 
 func defaults() config {
@@ -60,6 +62,7 @@ func defaults() config {
 		policy:         assign.Smooth,
 		instanceID:     fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), time.Now().UnixNano()&0xffff),
 		logger:         slog.Default(),
+		txnTimeout:     10 * time.Second,
 	}
 }
 
@@ -191,6 +194,10 @@ func (c *config) validate() error {
 		return bad("drain timeout", "must be >= 0, got %v", c.drainTimeout)
 	case c.instanceID == "":
 		return bad("instance id", "must not be empty")
+	case c.guarantee != AtLeastOnce && c.guarantee != ExactlyOnce:
+		return bad("guarantee", "unknown %v", c.guarantee)
+	case c.guarantee == ExactlyOnce && c.txnTimeout <= c.commitInterval:
+		return bad("transaction timeout", "must exceed the commit interval (%v), got %v", c.commitInterval, c.txnTimeout)
 	}
 	if _, err := assign.ParsePolicy(string(c.policy)); err != nil {
 		return bad("policy", "%v", err)

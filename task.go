@@ -1,7 +1,6 @@
 package baton
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -100,7 +99,7 @@ func (c *taskContext) Send(topic string, key, value []byte) error {
 		return err
 	}
 	rec := &kgo.Record{Topic: topic, Partition: topology.Partition(key, n), Key: clone(key), Value: clone(value)}
-	c.a.group.Produce(context.Background(), rec, c.a.produced)
+	c.a.produce(rec, c.a.produced)
 	return nil
 }
 
@@ -145,7 +144,7 @@ func (v *storeView) write(key, value []byte) error {
 	s := v.s
 	s.written.Add(1)
 	rec := &kgo.Record{Topic: s.changelog, Partition: v.c.t.part, Key: k, Value: value}
-	v.c.a.group.Produce(context.Background(), rec, func(r *kgo.Record, err error) {
+	v.c.a.produce(rec, func(r *kgo.Record, err error) {
 		if err != nil {
 			v.c.a.fail(fmt.Errorf("baton: task %s: changelog write to %s[%d]: %w", v.c.t.id, r.Topic, r.Partition, err))
 			return
@@ -226,6 +225,7 @@ func (a *App) process(t *task, recs []*kgo.Record) error {
 	}
 	if len(recs) > 0 {
 		t.lastAt = time.Now()
+		a.txnProcessed.Add(int64(len(recs)))
 	}
 	a.metrics.processed.WithLabelValues(t.id).Add(float64(len(recs)))
 	return nil

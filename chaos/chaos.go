@@ -1,9 +1,11 @@
 // Package chaos runs wordcount on the embedded cluster under continuous
 // input while instances join, drain, crash (their connections cut, as if
-// killed) and lose the leader while a learner warms, chosen at random from
-// a seed. At the end it checks every count against the input: in
-// at-least-once mode no count may be low (nothing lost), and a count may
-// be high (a duplicate) only if some instance crashed.
+// killed), lose the leader while a learner warms, and while the whole
+// cluster restarts from its data directory, chosen at random from a seed.
+// At the end it checks every count against the input: no count may be low
+// (nothing lost); in at-least-once mode a count may be high (a duplicate)
+// only if some instance crashed, and in exactly-once mode every count must
+// be exact.
 package chaos
 
 import (
@@ -22,6 +24,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton"
@@ -39,11 +42,15 @@ type Config struct {
 	Partitions int32         // input partitions (4)
 	MaxAlive   int           // most instances at once (4)
 	Out        io.Writer     // a line per event; nil: quiet
+	Guarantee  baton.Guarantee
+	// NoRestart leaves the cluster up for the whole run.
+	NoRestart bool
 }
 
 // Result is what a run saw.
 type Result struct {
 	Seed       uint64         `json:"seed"`
+	Guarantee  string         `json:"guarantee"`
 	Events     map[string]int `json:"events"`
 	RecordsIn  int64          `json:"records_in"`
 	Words      int            `json:"words"`
@@ -52,10 +59,14 @@ type Result struct {
 	LowWords   []string       `json:"low_words,omitempty"`
 }
 
-// OK reports whether the run kept at-least-once: nothing lost, and
-// duplicates only when an instance crashed.
+// OK reports whether the run kept its guarantee: nothing lost; under
+// exactly-once nothing duplicated either, and under at-least-once
+// duplicates only when an instance crashed or failed.
 func (r Result) OK() bool {
-	crashes := r.Events["crash"] + r.Events["leader-crash"]
+	if r.Guarantee == baton.ExactlyOnce.String() {
+		return r.Lost == 0 && r.Duplicated == 0
+	}
+	crashes := r.Events["crash"] + r.Events["leader-crash"] + r.Events["failed"]
 	return r.Lost == 0 && (r.Duplicated == 0 || crashes > 0)
 }
 
@@ -64,8 +75,8 @@ func (r Result) String() string {
 	for _, k := range slices.Sorted(maps.Keys(r.Events)) {
 		ev = append(ev, fmt.Sprintf("%s=%d", k, r.Events[k]))
 	}
-	return fmt.Sprintf("seed %d: events %s; records in %d, words %d, lost %d, duplicated %d",
-		r.Seed, strings.Join(ev, " "), r.RecordsIn, r.Words, r.Lost, r.Duplicated)
+	return fmt.Sprintf("seed %d, %s: events %s; records in %d, words %d, lost %d, duplicated %d",
+		r.Seed, r.Guarantee, strings.Join(ev, " "), r.RecordsIn, r.Words, r.Lost, r.Duplicated)
 }
 
 type instance struct {
@@ -80,10 +91,15 @@ type run struct {
 	cfg     Config
 	brokers []string
 	dir     string
+	dataDir string // the cluster's persistence
+
+	cmu     sync.Mutex
+	cluster *cluster.Cluster // guarded by cmu
 	start   time.Time
 	rng     *rand.Rand
 
 	mu     sync.Mutex
+	failed int // instances whose Run returned an error
 	alive  []*instance
 	words  map[string]int64
 	in     int64
@@ -115,18 +131,26 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.MaxAlive == 0 {
 		cfg.MaxAlive = 4
 	}
-	res := Result{Seed: cfg.Seed, Events: map[string]int{}}
-	c, err := cluster.Start("127.0.0.1:0", 1)
-	if err != nil {
-		return res, err
-	}
-	defer c.Close()
+	res := Result{Seed: cfg.Seed, Guarantee: cfg.Guarantee.String(), Events: map[string]int{}}
 	dir, err := os.MkdirTemp("", "baton-chaos-")
 	if err != nil {
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	r := &run{cfg: cfg, brokers: c.Addrs(), dir: dir, start: time.Now(), rng: rand.New(rand.NewPCG(cfg.Seed, 0xc4a05)), words: map[string]int64{}}
+	dataDir := filepath.Join(dir, "cluster")
+	c, err := cluster.Start("127.0.0.1:0", 1, kfake.DataDir(dataDir))
+	if err != nil {
+		return res, err
+	}
+	r := &run{cfg: cfg, brokers: c.Addrs(), dir: dir, dataDir: dataDir, cluster: c, start: time.Now(),
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0xc4a05)), words: map[string]int64{}}
+	defer func() {
+		r.cmu.Lock()
+		defer r.cmu.Unlock()
+		if r.cluster != nil {
+			r.cluster.Close()
+		}
+	}()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...))
 	if err != nil {
 		return res, err
@@ -164,6 +188,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.Events[kind]++
 	}
 	stopInput()
+	r.mu.Lock()
+	if r.failed > 0 {
+		res.Events["failed"] = r.failed
+	}
+	r.mu.Unlock()
 	if err := <-produced; err != nil {
 		return res, err
 	}
@@ -203,8 +232,13 @@ func (r *run) event() (string, error) {
 	if n > 1 && n < r.cfg.MaxAlive {
 		choices = append(choices, "leader-crash")
 	}
+	if !r.cfg.NoRestart {
+		choices = append(choices, "cluster-restart")
+	}
 	kind := choices[r.rng.IntN(len(choices))]
 	switch kind {
+	case "cluster-restart":
+		return kind, r.restartCluster()
 	case "join":
 		return kind, r.startInstance()
 	case "drain":
@@ -244,6 +278,30 @@ func (r *run) event() (string, error) {
 		r.crash(leader)
 	}
 	return kind, nil
+}
+
+// restartCluster stops the whole cluster and starts it again from its data
+// directory on the same address, as an operator restarting Kafka would.
+// Instances and the producer stay up and reconnect.
+func (r *run) restartCluster() error {
+	r.cmu.Lock()
+	defer r.cmu.Unlock()
+	r.say("the cluster restarts")
+	r.cluster.Close()
+	r.cluster = nil
+	down := time.Duration(500+r.rng.IntN(1500)) * time.Millisecond
+	time.Sleep(down)
+	var err error
+	for range 50 { // the port may take a moment to be free again
+		var c *cluster.Cluster
+		if c, err = cluster.Start(r.brokers[0], 1, kfake.DataDir(r.dataDir)); err == nil {
+			r.cluster = c
+			r.say("the cluster is back after %v", down)
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("chaos: restarting the cluster: %w", err)
 }
 
 func (r *run) pick() *instance {
@@ -310,6 +368,7 @@ func (r *run) startInstance() error {
 	}
 	cut := &faultnet.Cutter{}
 	app, err := baton.New(top, baton.WithBrokers(r.brokers...), baton.WithAppID("chaos"), baton.WithInstanceID(id),
+		baton.WithGuarantee(r.cfg.Guarantee), baton.WithTransactionTimeout(5*time.Second),
 		baton.WithStateDir(filepath.Join(r.dir, id)), baton.WithSessionTimeout(2*time.Second),
 		baton.WithHeartbeatInterval(100*time.Millisecond), baton.WithRebalanceTimeout(3*time.Second),
 		baton.WithAcceptableLag(50), baton.WithStandbys(r.rng.IntN(2)), baton.WithDrainTimeout(30*time.Second),
@@ -324,7 +383,18 @@ func (r *run) startInstance() error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{id: id, app: app, cut: cut, cancel: cancel, done: make(chan error, 1)}
-	go func() { in.done <- app.Run(ctx) }()
+	go func() {
+		err := app.Run(ctx)
+		if err != nil && ctx.Err() == nil {
+			// It stopped by itself: report it, and count it as a crash.
+			r.say("%s stopped with an error: %v", id, err)
+			r.mu.Lock()
+			r.failed++
+			r.mu.Unlock()
+			r.remove(in)
+		}
+		in.done <- err
+	}()
 	r.mu.Lock()
 	r.alive = append(r.alive, in)
 	r.mu.Unlock()

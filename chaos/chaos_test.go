@@ -5,28 +5,52 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/baton-streams/baton"
 )
 
-// TestChaosShort is the CI-sized chaos run: about 20 s of joins, drains,
-// crashes and leader crashes under continuous input, then every count is
-// checked against the input.
+// TestChaosShort is the CI-sized chaos run, once per guarantee: about 20 s
+// of joins, drains, crashes, leader crashes and cluster restarts under
+// continuous input, then every count is checked against the input.
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a chaos run takes about a minute; it runs in the full test pass")
 	}
-	cfg := Config{Duration: 20 * time.Second, Every: 2 * time.Second, Seed: 7}
-	if testing.Verbose() {
-		cfg.Out = os.Stdout
+	for _, g := range []baton.Guarantee{baton.AtLeastOnce, baton.ExactlyOnce} {
+		t.Run(g.String(), func(t *testing.T) {
+			cfg := Config{Duration: 20 * time.Second, Every: 2 * time.Second, Seed: 7, Guarantee: g}
+			if testing.Verbose() {
+				cfg.Out = os.Stdout
+			}
+			res, err := Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Log(res)
+			if !res.OK() {
+				t.Fatalf("%s broken: %v (low words: %v)", g, res, res.LowWords)
+			}
+			if res.RecordsIn == 0 || len(res.Events) == 0 {
+				t.Fatalf("the run did nothing: %v", res)
+			}
+		})
 	}
-	res, err := Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log(res)
-	if !res.OK() {
-		t.Fatalf("at-least-once broken: %v (low words: %v)", res, res.LowWords)
-	}
-	if res.RecordsIn == 0 || len(res.Events) == 0 {
-		t.Fatalf("the run did nothing: %v", res)
+}
+
+func TestResultOK(t *testing.T) {
+	eos, alo := baton.ExactlyOnce.String(), baton.AtLeastOnce.String()
+	for _, c := range []struct {
+		r    Result
+		want bool
+	}{
+		{Result{Guarantee: alo, Events: map[string]int{"crash": 1}, Duplicated: 5}, true},
+		{Result{Guarantee: alo, Events: map[string]int{"drain": 1}, Duplicated: 5}, false},
+		{Result{Guarantee: alo, Events: map[string]int{"crash": 1}, Lost: 1}, false},
+		{Result{Guarantee: eos, Events: map[string]int{"crash": 1}, Duplicated: 1}, false},
+		{Result{Guarantee: eos, Events: map[string]int{"crash": 1}}, true},
+	} {
+		if got := c.r.OK(); got != c.want {
+			t.Errorf("%+v.OK() = %v, want %v", c.r, got, c.want)
+		}
 	}
 }

@@ -8,17 +8,20 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/baton-streams/baton"
 	"github.com/baton-streams/baton/chaos"
 )
 
 var chaosCmd = &cobra.Command{
-	Use:   "chaos [--duration 10m] [--seed N] [--json FILE]",
-	Short: "Run wordcount under random joins, drains and crashes and check no count is lost",
-	Long: `chaos starts an embedded cluster and wordcount instances, keeps input flowing,
-and every few seconds joins, drains or crashes an instance (a crash cuts its
-connections, as SIGKILL would), sometimes crashing the leader while a learner
-warms. Then it checks every word's count against the input: nothing may be
-lost, and duplicates (at-least-once) are only allowed after a crash.
+	Use:   "chaos [--duration 10m] [--seed N] [--guarantee exactly-once] [--json FILE]",
+	Short: "Run wordcount under random joins, drains, crashes and cluster restarts and check the counts",
+	Long: `chaos starts an embedded cluster (persisted to a temporary data directory) and
+wordcount instances, keeps input flowing, and every few seconds joins, drains
+or crashes an instance (a crash cuts its connections, as SIGKILL would),
+sometimes crashing the leader while a learner warms, sometimes restarting the
+whole cluster from its data directory. Then it checks every word's count
+against the input: nothing may be lost; under at-least-once duplicates are
+allowed only after a crash, under exactly-once every count must be exact.
 Exit 1 if that does not hold.`,
 	Args: cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
@@ -26,10 +29,17 @@ Exit 1 if that does not hold.`,
 		every, _ := cmd.Flags().GetDuration("every")
 		seed, _ := cmd.Flags().GetUint64("seed")
 		out, _ := cmd.Flags().GetString("json")
+		g, _ := cmd.Flags().GetString("guarantee")
+		noRestart, _ := cmd.Flags().GetBool("no-restart")
 		if d <= 0 || every <= 0 {
 			return usageErr(fmt.Errorf("--duration and --every must be > 0"))
 		}
-		res, err := chaos.Run(cmd.Context(), chaos.Config{Duration: d, Every: every, Seed: seed, Out: os.Stdout})
+		guarantee, err := baton.ParseGuarantee(g)
+		if err != nil {
+			return usageErr(fmt.Errorf("--guarantee: %w", err))
+		}
+		res, err := chaos.Run(cmd.Context(), chaos.Config{Duration: d, Every: every, Seed: seed, Out: os.Stdout,
+			Guarantee: guarantee, NoRestart: noRestart})
 		if err != nil {
 			return err
 		}
@@ -41,7 +51,7 @@ Exit 1 if that does not hold.`,
 			}
 		}
 		if !res.OK() {
-			return fmt.Errorf("chaos: at-least-once broken: lost %d occurrences (words %v)", res.Lost, res.LowWords)
+			return fmt.Errorf("chaos: %s broken: lost %d, duplicated %d occurrences (low words %v)", res.Guarantee, res.Lost, res.Duplicated, res.LowWords)
 		}
 		return nil
 	},
@@ -52,5 +62,7 @@ func init() {
 	chaosCmd.Flags().Duration("every", 3*time.Second, "time between events")
 	chaosCmd.Flags().Uint64("seed", 1, "seed of the random events")
 	chaosCmd.Flags().String("json", "", "write the figures as JSON to this file")
+	chaosCmd.Flags().String("guarantee", "at-least-once", "the instances' guarantee: at-least-once or exactly-once")
+	chaosCmd.Flags().Bool("no-restart", false, "never restart the cluster")
 	rootCmd.AddCommand(chaosCmd)
 }

@@ -58,7 +58,7 @@ func init() {
 	f.String("policy", string(assign.Smooth), "assignment policy: smooth, cooperative or eager")
 	f.String("rack", "", "the instance's rack; standbys prefer other racks")
 	f.String("http", "", "serve /status, /metrics and / on this address (e.g. 127.0.0.1:0)")
-	f.String("guarantee", "at-least-once", "processing guarantee: at-least-once")
+	f.String("guarantee", "at-least-once", "processing guarantee: at-least-once or exactly-once (Kafka transactions)")
 	f.String("instance-id", "", "instance id (default: host-pid-random)")
 	f.Duration("heartbeat", 200*time.Millisecond, "group heartbeat interval")
 	f.Duration("session-timeout", 6*time.Second, "group session timeout")
@@ -96,11 +96,9 @@ func runWordcount(cmd *cobra.Command, _ []string) error {
 			return usageErr(fmt.Errorf("--%s: must not be empty", n))
 		}
 	}
-	if g := str("guarantee"); g != "at-least-once" {
-		if g == "exactly-once" {
-			return usageErr(errors.New("--guarantee exactly-once: not supported by this build; use at-least-once"))
-		}
-		return usageErr(fmt.Errorf("--guarantee %q: want at-least-once", g))
+	guarantee, err := baton.ParseGuarantee(str("guarantee"))
+	if err != nil {
+		return usageErr(fmt.Errorf("--guarantee: %w", err))
 	}
 	policy, err := assign.ParsePolicy(str("policy"))
 	if err != nil {
@@ -138,7 +136,7 @@ func runWordcount(cmd *cobra.Command, _ []string) error {
 		baton.WithMaxLearners(num("max-learners")), baton.WithAcceptableLag(lag), baton.WithPolicy(policy),
 		baton.WithRack(str("rack")), baton.WithHeartbeatInterval(dur("heartbeat")), baton.WithSessionTimeout(dur("session-timeout")),
 		baton.WithDrainTimeout(dur("drain-timeout")), baton.WithLogger(logger), baton.WithMetrics(reg),
-		baton.WithCreateSinks(map[string]string{"cleanup.policy": "compact"}),
+		baton.WithCreateSinks(map[string]string{"cleanup.policy": "compact"}), baton.WithGuarantee(guarantee),
 	}
 	if id := str("instance-id"); id != "" {
 		opts = append(opts, baton.WithInstanceID(id))

@@ -13,17 +13,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Read reads topic from its start to the end offsets it has now, with
-// read_committed isolation, and returns the last value per key. It gives
-// up after 30 s.
+// Read reads topic from its start to its last stable offset now, with
+// read_committed isolation, and returns the last value per key. Records
+// of aborted transactions are not seen; transaction markers are stepped
+// over. It gives up after 30 s.
 func Read(ctx context.Context, brokers []string, topic string, opts ...kgo.Opt) (map[string]int64, error) {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted())}, opts...)...)
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords()}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topic)
 	if err != nil {
 		return nil, err
 	}
@@ -42,8 +44,10 @@ func Read(ctx context.Context, brokers []string, topic string, opts ...kgo.Opt) 
 			return nil, fmt.Errorf("reading %s: %w", topic, rctx.Err())
 		}
 		f.EachRecord(func(r *kgo.Record) {
-			n, _ := strconv.ParseInt(string(r.Value), 10, 64)
-			out[string(r.Key)] = n
+			if !r.Attrs.IsControl() {
+				n, _ := strconv.ParseInt(string(r.Value), 10, 64)
+				out[string(r.Key)] = n
+			}
 			if r.Offset+1 >= want[r.Partition] {
 				delete(want, r.Partition)
 			}

@@ -1,0 +1,376 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+)
+
+// Guarantee is what an App promises about records it processes when an
+// instance dies.
+type Guarantee int
+
+const (
+	// AtLeastOnce commits input offsets only after the changelog and
+	// output writes they depend on are acknowledged: nothing is lost, and
+	// after a crash the records since the last commit are processed again
+	// (counts can be high). The default.
+	AtLeastOnce Guarantee = iota
+	// ExactlyOnce writes changelog and output records and commits input
+	// offsets in one Kafka transaction per commit interval: after a crash
+	// the unfinished transaction is aborted and its records are processed
+	// again from the state of the last committed one. Changelogs are read
+	// (restores, standbys, learners) and input is consumed read_committed.
+	ExactlyOnce
+)
+
+// String returns the name ParseGuarantee accepts.
+func (g Guarantee) String() string {
+	switch g {
+	case AtLeastOnce:
+		return "at-least-once"
+	case ExactlyOnce:
+		return "exactly-once"
+	}
+	return fmt.Sprintf("Guarantee(%d)", int(g))
+}
+
+// ParseGuarantee parses "at-least-once" or "exactly-once".
+func ParseGuarantee(s string) (Guarantee, error) {
+	switch s {
+	case "at-least-once":
+		return AtLeastOnce, nil
+	case "exactly-once":
+		return ExactlyOnce, nil
+	}
+	return 0, fmt.Errorf("unknown guarantee %q (want at-least-once or exactly-once)", s)
+}
+
+// WithGuarantee sets the processing guarantee. Default AtLeastOnce.
+func WithGuarantee(g Guarantee) Option { return func(c *config) { c.guarantee = g } }
+
+// WithTransactionTimeout sets, under ExactlyOnce, how long the cluster lets
+// a transaction stay open before it aborts it. It bounds how long a
+// crashed instance's unfinished transaction holds up readers of its
+// changelogs and output. Default 10s; it must exceed the commit interval.
+func WithTransactionTimeout(d time.Duration) Option {
+	return func(c *config) { c.txnTimeout = d }
+}
+
+func (a *App) exactlyOnce() bool { return a.cfg.guarantee == ExactlyOnce }
+
+// transactionalID is the instance's transactional id: unique per instance.
+// Zombies (an instance the group expelled that still runs) are fenced by
+// the group generation its offset commits carry (KIP-447).
+func (a *App) transactionalID() string { return a.cfg.appID + "-" + a.cfg.instanceID }
+
+// txnClientOpts are the group client's options under ExactlyOnce.
+func (a *App) txnClientOpts() []kgo.Opt {
+	// TxnOffsetCommit v6 names topics by id; baton sends it itself (see
+	// commitTxnOffsets) and names topics by name, which v5 does.
+	versions := kversion.Stable()
+	versions.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 5)
+	return []kgo.Opt{
+		kgo.TransactionalID(a.transactionalID()),
+		kgo.TransactionTimeout(a.cfg.txnTimeout),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.MaxVersions(versions),
+	}
+}
+
+// restoreClientOpts are the changelog reader's extra options under
+// ExactlyOnce: only committed data, and the transaction markers too, so a
+// checkpoint moves past the marker that ends the changelog.
+func (a *App) restoreClientOpts() []kgo.Opt {
+	if !a.exactlyOnce() {
+		return nil
+	}
+	return []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords()}
+}
+
+// produce sends a record in the current transaction (or, at least once,
+// plainly). Workers call it while processing.
+func (a *App) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
+	if a.exactlyOnce() {
+		a.txnProduced.Add(1)
+	}
+	a.group.Produce(context.Background(), r, promise)
+}
+
+// beginTxn starts the next transaction.
+func (a *App) beginTxn() error {
+	a.txnOffsetsAdded = false
+	a.txnProduced.Store(0)
+	a.txnProcessed.Store(0)
+	if err := a.group.BeginTransaction(); err != nil {
+		return fmt.Errorf("baton: beginning a transaction: %w", err)
+	}
+	return nil
+}
+
+// errTxnRetry means the transaction's offsets could not be committed for
+// now (the group is rebalancing, the coordinator is moving): the
+// transaction stays open and the next commit tries again.
+var errTxnRetry = errors.New("baton: transaction commit postponed")
+
+// commitTxnLocked commits the open transaction, which holds the work of
+// every active task, and begins the next one. In order: wait for every
+// produced record, add the input offsets to the transaction, end it with
+// a commit, apply the stores' pending writes at the acknowledged
+// changelog offsets. When final (a revoke, leaving) it retries a
+// postponed commit until ctx ends; otherwise it returns errTxnRetry and
+// leaves the transaction open. Any other failure aborts the transaction:
+// the pending writes are dropped and the loop rewinds the input to the
+// last committed offsets (see rewindInput).
+func (a *App) commitTxnLocked(ctx context.Context, final bool) error {
+	if a.txnProduced.Load() == 0 && a.txnProcessed.Load() == 0 {
+		return nil // nothing in this transaction
+	}
+	start := time.Now()
+	tasks := a.activeTasksLocked()
+	if err := a.group.Flush(ctx); err != nil {
+		return a.abortTxnLocked(fmt.Errorf("baton: flushing produced records: %w", err))
+	}
+	select {
+	case err := <-a.fatal:
+		a.fail(err) // keep it for the loop
+		return err
+	default:
+	}
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for _, t := range tasks {
+		for topic, eo := range t.offsets {
+			if offsets[topic] == nil {
+				offsets[topic] = map[int32]kgo.EpochOffset{}
+			}
+			offsets[topic][t.part] = eo
+		}
+	}
+	if a.txnProduced.Load() == 0 {
+		// Nothing written: no transaction began in the cluster. The
+		// offsets alone are the commit.
+		if err := a.group.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			return a.abortTxnLocked(fmt.Errorf("baton: ending an empty transaction: %w", err))
+		}
+		var commitErr error
+		if len(offsets) > 0 {
+			a.group.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+				commitErr = commitResult(resp, err)
+			})
+		}
+		if berr := a.beginTxn(); berr != nil {
+			a.fail(berr)
+			return berr
+		}
+		if commitErr != nil {
+			a.rollbackLocked()
+			return fmt.Errorf("baton: committing offsets: %w", commitErr)
+		}
+		a.metrics.commitSeconds.Observe(time.Since(start).Seconds())
+		return nil
+	}
+	for {
+		err := a.commitTxnOffsets(ctx, offsets)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errTxnRetry) {
+			return a.abortTxnLocked(err)
+		}
+		if !final {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return a.abortTxnLocked(fmt.Errorf("%w: %v", err, ctx.Err()))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if err := a.group.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return a.abortTxnLocked(fmt.Errorf("baton: committing the transaction: %w", err))
+	}
+	a.metrics.transactions.WithLabelValues("committed").Inc()
+	if err := a.applyPendingLocked(tasks); err != nil {
+		return err
+	}
+	if err := a.beginTxn(); err != nil {
+		a.fail(err)
+		return err
+	}
+	a.metrics.commitSeconds.Observe(time.Since(start).Seconds())
+	return nil
+}
+
+// commitTxnOffsets adds the input offsets to the open transaction. The
+// request carries the member's generation, so an instance the group has
+// expelled cannot commit (its transaction aborts).
+func (a *App) commitTxnOffsets(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
+	if len(offsets) == 0 {
+		return nil
+	}
+	id, epoch, err := a.group.ProducerID(ctx)
+	if err != nil {
+		return fmt.Errorf("baton: transactional producer id: %w", err)
+	}
+	if !a.txnOffsetsAdded {
+		add := kmsg.NewPtrAddOffsetsToTxnRequest()
+		add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = a.transactionalID(), id, epoch, a.cfg.appID
+		resp, err := add.RequestWith(ctx, a.group)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		if err != nil {
+			return txnErr("adding offsets to the transaction", err)
+		}
+		a.txnOffsetsAdded = true
+	}
+	memberID, generation := a.group.GroupMetadata()
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = a.transactionalID(), a.cfg.appID, id, epoch
+	req.MemberID, req.Generation = memberID, generation
+	for topic, parts := range offsets {
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = topic
+		for p, eo := range parts {
+			rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset, rp.LeaderEpoch = p, eo.Offset, eo.Epoch
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, a.group)
+	if err != nil {
+		return txnErr("committing offsets in the transaction", err)
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if e := kerr.ErrorForCode(p.ErrorCode); e != nil {
+				return txnErr(fmt.Sprintf("committing %s[%d] in the transaction", t.Topic, p.Partition), e)
+			}
+		}
+	}
+	return nil
+}
+
+// txnErr wraps errTxnRetry around errors after which the same transaction
+// can still commit.
+func txnErr(what string, err error) error {
+	switch {
+	case errors.Is(err, kerr.RebalanceInProgress), errors.Is(err, kerr.CoordinatorLoadInProgress),
+		errors.Is(err, kerr.CoordinatorNotAvailable), errors.Is(err, kerr.NotCoordinator),
+		errors.Is(err, kerr.ConcurrentTransactions):
+		return fmt.Errorf("%w: %s: %v", errTxnRetry, what, err)
+	}
+	return fmt.Errorf("baton: %s: %w", what, err)
+}
+
+// abortTxnLocked aborts the open transaction after cause, rolls the active
+// tasks back to the last commit and begins the next transaction. It
+// returns cause.
+func (a *App) abortTxnLocked(cause error) error {
+	a.log.Warn("aborting the transaction; processing again from the last commit", "err", cause)
+	a.metrics.transactions.WithLabelValues("aborted").Inc()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.group.AbortBufferedRecords(ctx); err != nil {
+		a.log.Warn("dropping unsent records", "err", err)
+	}
+	// An abort whose outcome is unknown (the cluster went away) is tried
+	// again: the client then fences the old transaction by bumping the
+	// producer epoch.
+	for {
+		err := a.group.EndTransaction(ctx, kgo.TryAbort)
+		if err == nil {
+			break
+		}
+		a.log.Warn("aborting the transaction; trying again", "err", err)
+		select {
+		case <-ctx.Done():
+			err = fmt.Errorf("baton: aborting the transaction: %w (after %v)", err, cause)
+			a.fail(err)
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	a.rollbackLocked()
+	if err := a.beginTxn(); err != nil {
+		a.fail(err)
+		return err
+	}
+	return cause
+}
+
+// rollbackLocked forgets what active tasks did since the last commit: their
+// pending store writes and processed offsets, and records waiting for
+// them. The loop then rewinds their input (rewindInput).
+func (a *App) rollbackLocked() {
+	for _, t := range a.tasks {
+		if t.role != roleActive {
+			continue
+		}
+		for _, s := range t.stores {
+			clear(s.pending)
+			s.acked.Store(s.checkpoint)
+		}
+		clear(t.offsets)
+		delete(a.backlog, t.id)
+	}
+	a.rewind.Store(true)
+}
+
+// rewindInput sets the input position of every active task back to its
+// last committed offset (the start of the partition when none). It runs
+// on the loop between a poll and AllowRebalance, as SetOffsets requires.
+func (a *App) rewindInput(ctx context.Context) error {
+	a.mu.Lock()
+	parts := map[string][]int32{}
+	for _, t := range a.tasks {
+		if t.role != roleActive {
+			continue
+		}
+		for _, src := range t.sub.Sources {
+			parts[src] = append(parts[src], t.part)
+		}
+		delete(a.backlog, t.id)
+	}
+	a.mu.Unlock()
+	if len(parts) == 0 {
+		return nil
+	}
+	committed, err := a.admin.FetchOffsets(ctx, a.cfg.appID)
+	if err != nil {
+		return fmt.Errorf("baton: reading committed offsets to rewind: %w", err)
+	}
+	var topics []string
+	for t := range parts {
+		topics = append(topics, t)
+	}
+	starts, err := a.admin.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("baton: reading start offsets to rewind: %w", err)
+	}
+	set := map[string]map[int32]kgo.EpochOffset{}
+	for topic, ps := range parts {
+		set[topic] = map[int32]kgo.EpochOffset{}
+		for _, p := range ps {
+			if c, ok := committed.Lookup(topic, p); ok && c.Err == nil && c.At >= 0 {
+				set[topic][p] = kgo.EpochOffset{Epoch: -1, Offset: c.At}
+			} else if s, ok := starts.Lookup(topic, p); ok && s.Err == nil {
+				set[topic][p] = kgo.EpochOffset{Epoch: -1, Offset: s.Offset}
+			}
+		}
+	}
+	a.group.SetOffsets(set)
+	n := 0
+	for _, ps := range set {
+		n += len(ps)
+	}
+	a.log.Info("input rewound to the last commit", "partitions", n)
+	return nil
+}
