@@ -7,15 +7,15 @@ import "fmt"
 // Assign is pure: no clock, no I/O, no memory between calls; the same
 // state gives the same plan whatever the order of its lists.
 func Assign(s State, p Policy) (Plan, error) {
-	tidx, err := validate(s)
+	g, err := build(s)
 	if err != nil {
 		return Plan{}, err
 	}
 	switch p {
 	case Smooth, Cooperative:
-		return planIncremental(newGroup(s, tidx), p), nil
+		return planIncremental(g, p), nil
 	case Eager:
-		return planEager(newGroup(s, tidx)), nil
+		return planEager(g), nil
 	}
 	return Plan{}, fmt.Errorf("%w: %q", ErrUnknownPolicy, p)
 }

@@ -21,11 +21,10 @@ var ErrGuarantee = errors.New("assign: guarantee violated")
 // names unknown tasks is reported, not a panic. It returns nil or an
 // error wrapping ErrGuarantee that names the guarantee, task and instance.
 func Check(state State, plan Plan) error {
-	pos, err := validate(state)
+	g, err := build(state)
 	if err != nil {
 		return err
 	}
-	g := newGroup(state, pos)
 	fail := func(n int, format string, args ...any) error {
 		return fmt.Errorf("%w %d: %s", ErrGuarantee, n, fmt.Sprintf(format, args...))
 	}
@@ -155,8 +154,8 @@ func Check(state State, plan Plan) error {
 					if g.lagOf(a, t) == noState || g.lagOf(a, t)-lowest > g.cfg.AcceptableLag {
 						return fail(5, "orphan %s went to %s (lag %s), not within %d of the lowest lag %d", id, g.insts[a].ID, lagText(g.lagOf(a, t)), g.cfg.AcceptableLag, lowest)
 					}
-					hadLearner := slices.Contains(g.learners[t], a)
-					for _, l := range g.learners[t] {
+					hadLearner := slices.Contains(g.learners.of(t), a)
+					for _, l := range g.learners.of(t) {
 						if !g.leaving[l] && g.lagOf(l, t)-lowest <= g.cfg.AcceptableLag && !hadLearner {
 							return fail(5, "orphan %s went to %s, but %s holds it as a warm learner", id, g.insts[a].ID, g.insts[l].ID)
 						}
@@ -188,16 +187,16 @@ func Check(state State, plan Plan) error {
 	// the input held more than max_learners.
 	valid := 0
 	for t := range g.tasks {
-		if len(g.learners[t]) == 1 && g.tasks[t].Stateful && g.owner[t] != none && revoked[t] == none {
+		if len(g.learners.of(t)) == 1 && g.tasks[t].Stateful && g.owner[t] != none && revoked[t] == none {
 			valid++
 		}
 	}
 	if valid <= g.cfg.MaxLearners {
 		for t := range g.tasks {
-			if len(g.learners[t]) != 1 || !g.tasks[t].Stateful || g.owner[t] == none || revoked[t] != none {
+			if len(g.learners.of(t)) != 1 || !g.tasks[t].Stateful || g.owner[t] == none || revoked[t] != none {
 				continue
 			}
-			l := g.learners[t][0]
+			l := g.learners.of(t)[0]
 			if !g.caughtUp(l, t) && !slices.Contains(learner[t], l) {
 				return fail(7, "learner of %s on %s dropped before it was ready", g.tasks[t].ID, g.insts[l].ID)
 			}

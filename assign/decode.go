@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 )
@@ -152,110 +151,16 @@ func goTypeName(t string) string {
 // Validate checks a State built in code the way Decode checks a document.
 // Every error wraps ErrInvalidState and is a *FieldError.
 func Validate(s State) error {
-	_, err := validate(s)
+	_, err := build(s)
 	return err
-}
-
-// resolved is what validate learns on the way: every task reference of
-// every instance as an index into s.Tasks, so nothing is looked up twice.
-type resolved struct {
-	roles [][3][]int // instance -> active, standby, learner task indexes
-	lags  [][]taskLag
-}
-
-type taskLag struct {
-	task int
-	lag  int64
-}
-
-// validate checks s and resolves its task references. Field paths are only
-// formatted on error: this runs on every plan.
-func validate(s State) (*resolved, error) {
-	c := s.Config
-	if c.Standbys < 0 {
-		return nil, fieldErr("config.standbys", "must be >= 0, got %d", c.Standbys)
-	}
-	if c.MaxLearners < 1 {
-		return nil, fieldErr("config.max_learners", "must be >= 1, got %d", c.MaxLearners)
-	}
-	if c.AcceptableLag < 0 {
-		return nil, fieldErr("config.acceptable_lag", "must be >= 0, got %d", c.AcceptableLag)
-	}
-	tasks := make(map[TaskID]int, len(s.Tasks))
-	for i, t := range s.Tasks {
-		if t.ID == "" {
-			return nil, fieldErr(fmt.Sprintf("tasks[%d].id", i), "must not be empty")
-		}
-		if _, dup := tasks[t.ID]; dup {
-			return nil, fieldErr(fmt.Sprintf("tasks[%d].id", i), "task %q is listed twice", t.ID)
-		}
-		if !(t.Load > 0) || math.IsInf(t.Load, 0) {
-			return nil, fieldErr(fmt.Sprintf("tasks[%d].load", i), "must be a finite number > 0, got %v", t.Load)
-		}
-		tasks[t.ID] = i
-	}
-	res := &resolved{roles: make([][3][]int, len(s.Instances)), lags: make([][]taskLag, len(s.Instances))}
-	ids := make(map[string]bool, len(s.Instances))
-	activeOn := make([]int, len(s.Tasks)) // task -> instance index + 1
-	seenBy := make([]int, len(s.Tasks))   // task -> instance index + 1 that last listed it
-	seenAs := make([]string, len(s.Tasks))
-	for i, in := range s.Instances {
-		if in.ID == "" {
-			return nil, fieldErr(fmt.Sprintf("instances[%d].id", i), "must not be empty")
-		}
-		if ids[in.ID] {
-			return nil, fieldErr(fmt.Sprintf("instances[%d].id", i), "instance %q is listed twice", in.ID)
-		}
-		ids[in.ID] = true
-		if in.Capacity < 1 {
-			return nil, fieldErr(fmt.Sprintf("instances[%d].capacity", i), "must be >= 1, got %d", in.Capacity)
-		}
-		for k, r := range []struct {
-			name string
-			list []TaskID
-		}{{"active", in.Active}, {"standby", in.Standby}, {"learner", in.Learner}} {
-			idx := make([]int, len(r.list))
-			res.roles[i][k] = idx
-			for j, id := range r.list {
-				field := func() string { return fmt.Sprintf("instances[%d].%s[%d]", i, r.name, j) }
-				t, ok := tasks[id]
-				if !ok {
-					return nil, fieldErr(field(), "unknown task %q", id)
-				}
-				if seenBy[t] == i+1 {
-					if seenAs[t] == r.name {
-						return nil, fieldErr(field(), "task %q is listed twice", id)
-					}
-					return nil, fieldErr(field(), "task %q is also %s on instance %q: one role per instance", id, seenAs[t], in.ID)
-				}
-				seenBy[t], seenAs[t] = i+1, r.name
-				idx[j] = t
-				if r.name == "active" {
-					if other := activeOn[t]; other != 0 {
-						return nil, fieldErr(field(), "task %q is also active on instance %q", id, s.Instances[other-1].ID)
-					}
-					activeOn[t] = i + 1
-				}
-			}
-		}
-		res.lags[i] = make([]taskLag, 0, len(in.Lag))
-		for id, lag := range in.Lag {
-			if t, ok := tasks[id]; ok && lag >= 0 {
-				res.lags[i] = append(res.lags[i], taskLag{t, lag})
-				continue
-			}
-			return nil, lagError(i, in.Lag, tasks)
-		}
-	}
-	return res, nil
 }
 
 // lagError names the first bad entry of a lag map in key order, so the
 // message does not depend on map iteration.
-func lagError(i int, lags map[TaskID]int64, tasks map[TaskID]int) error {
+func lagError(i int, lags map[TaskID]int64, found func(TaskID) bool) error {
 	for _, id := range slices.Sorted(maps.Keys(lags)) {
 		field := fmt.Sprintf("instances[%d].lag[%q]", i, id)
-		if _, ok := tasks[id]; !ok {
+		if !found(id) {
 			return fieldErr(field, "unknown task %q", id)
 		}
 		if lags[id] < 0 {

@@ -1,6 +1,9 @@
 package assign
 
-import "sort"
+import (
+	"cmp"
+	"slices"
+)
 
 // planEager is the stop-the-world baseline: every active task is revoked
 // and all tasks are dealt again from scratch, ignoring where they ran and
@@ -20,7 +23,7 @@ func planEager(g *group) Plan {
 		b := newBucket(g, stateful)
 		order := append([]int(nil), b.tasks...)
 		if !b.uniform {
-			sort.SliceStable(order, func(a, c int) bool { return g.tasks[order[a]].Load > g.tasks[order[c]].Load })
+			slices.SortStableFunc(order, func(a, c int) int { return cmp.Compare(g.tasks[c].Load, g.tasks[a].Load) })
 		}
 		for _, t := range order {
 			if g.live == 0 {

@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"math"
 	"slices"
-	"strings"
 )
 
 // none marks "no instance" in per-task instance indexes.
@@ -15,90 +14,36 @@ const noState = math.MaxInt64
 
 // group is the indexed form of a State that the policies work on. Tasks and
 // instances are sorted by id, so every loop over them is deterministic and
-// independent of the input order.
+// independent of the input order. build makes it.
 type group struct {
 	cfg   Config
 	tasks []Task
 	insts []Instance
 
-	owner    []int       // task -> live instance that has it active, or none
-	learners [][]int     // task -> instances holding it as learner
-	standbys [][]int     // task -> instances holding it as standby
-	lag      [][]taskLag // instance -> (task, lag), by task
-	holders  [][]int     // task -> instances with local state for it
-	leaving  []bool      // instance -> leaving
-	live     int         // number of non-leaving instances
-}
-
-// newGroup indexes a valid state, using what validate resolved.
-func newGroup(s State, res *resolved) *group {
-	g := &group{cfg: s.Config}
-	order := make([]int, len(s.Tasks)) // sorted rank -> input index
-	for k := range order {
-		order[k] = k
-	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(string(s.Tasks[a].ID), string(s.Tasks[b].ID)) })
-	rank := make([]int, len(s.Tasks)) // input index -> sorted rank
-	g.tasks = make([]Task, len(s.Tasks))
-	for r, k := range order {
-		rank[k] = r
-		g.tasks[r] = s.Tasks[k]
-	}
-	iorder := make([]int, len(s.Instances))
-	for k := range iorder {
-		iorder[k] = k
-	}
-	slices.SortFunc(iorder, func(a, b int) int { return strings.Compare(s.Instances[a].ID, s.Instances[b].ID) })
-	g.insts = make([]Instance, len(s.Instances))
-
-	n := len(g.tasks)
-	g.owner = make([]int, n)
-	for t := range g.owner {
-		g.owner[t] = none
-	}
-	g.learners = make([][]int, n)
-	g.standbys = make([][]int, n)
-	g.holders = make([][]int, n)
-	g.lag = make([][]taskLag, len(s.Instances))
-	g.leaving = make([]bool, len(s.Instances))
-	for i, k := range iorder {
-		in := s.Instances[k]
-		g.insts[i] = in
-		g.leaving[i] = in.Leaving
-		if !in.Leaving {
-			g.live++
-		}
-		roles := res.roles[k]
-		for _, t := range roles[0] {
-			g.owner[rank[t]] = i
-		}
-		for _, t := range roles[1] {
-			g.standbys[rank[t]] = append(g.standbys[rank[t]], i)
-		}
-		for _, t := range roles[2] {
-			g.learners[rank[t]] = append(g.learners[rank[t]], i)
-		}
-		lags := make([]taskLag, 0, len(res.lags[k]))
-		for _, tl := range res.lags[k] {
-			if t := rank[tl.task]; g.tasks[t].Stateful {
-				lags = append(lags, taskLag{t, tl.lag})
-			}
-		}
-		slices.SortFunc(lags, func(a, b taskLag) int { return a.task - b.task })
-		g.lag[i] = lags
-		for _, tl := range lags {
-			g.holders[tl.task] = append(g.holders[tl.task], i)
-		}
-	}
-	return g
+	owner     []int     // task -> live instance that has it active, or none
+	learners  taskLists // task -> instances holding it as learner, ascending
+	standbys  taskLists // task -> instances holding it as standby, ascending
+	holders   taskLists // task -> instances with local state for it, ascending
+	holderLag []int64   // the lag of each holders entry, at the same position
+	hasState  []bool    // instance -> has local state for some stateful task
+	leaving   []bool    // instance -> leaving
+	live      int       // number of non-leaving instances
 }
 
 // lagOf is instance i's lag on task t, or noState.
 func (g *group) lagOf(i, t int) int64 {
-	lags := g.lag[i]
-	k, ok := slices.BinarySearchFunc(lags, t, func(tl taskLag, t int) int { return tl.task - t })
-	if ok {
-		return lags[k].lag
+	a, b := int(g.holders.start[t]), int(g.holders.start[t+1])
+	hs := g.holders.flat[a:b]
+	if len(hs) <= 8 {
+		for k, h := range hs {
+			if h == i {
+				return g.holderLag[a+k]
+			}
+		}
+		return noState
+	}
+	if k, ok := slices.BinarySearch(hs, i); ok {
+		return g.holderLag[a+k]
 	}
 	return noState
 }
@@ -141,28 +86,36 @@ func newBucket(g *group, stateful bool) *bucket {
 	n, m := len(g.tasks), len(g.insts)
 	b.weight = make([]float64, n)
 	b.pos = make([]int, n)
-	first := math.NaN()
 	b.uniform = true
+	size := 0
+	var first float64 // the load of the bucket's first task
 	for t, task := range g.tasks {
 		b.pos[t] = none
 		if task.Stateful != stateful {
 			continue
 		}
-		b.tasks = append(b.tasks, t)
-		if math.IsNaN(first) {
+		if size == 0 {
 			first = task.Load
 		} else if task.Load != first {
 			b.uniform = false
 		}
+		size++
 	}
-	for _, t := range b.tasks {
+	b.tasks = make([]int, 0, size)
+	for t, task := range g.tasks {
+		if task.Stateful != stateful {
+			continue
+		}
+		b.tasks = append(b.tasks, t)
 		w := 1.0
 		if !b.uniform {
-			w = g.tasks[t].Load
+			w = task.Load
 		}
 		b.weight[t] = w
 		b.totalW += w
-		b.maxW = max(b.maxW, w)
+		if w > b.maxW { // loads are finite and > 0
+			b.maxW = w
+		}
 	}
 	capTotal := 0
 	for i, in := range g.insts {
@@ -247,29 +200,61 @@ func (b *bucket) outside(i int) bool {
 // the lowest id.
 func (b *bucket) place(t, i int) {
 	if p := b.pos[t]; p != none {
-		b.adjust(p, func() {
-			k, _ := slices.BinarySearch(b.on[p], t)
-			b.on[p] = slices.Delete(b.on[p], k, k+1)
-			b.w[p] -= b.weight[t]
-			b.count[p]--
-		})
+		b.before(p)
+		on := b.on[p]
+		k, _ := slices.BinarySearch(on, t)
+		b.on[p] = slices.Delete(on, k, k+1)
+		b.w[p] -= b.weight[t]
+		b.count[p]--
+		b.after(p)
 	}
 	b.pos[t] = i
 	if i != none {
-		b.adjust(i, func() {
-			k, _ := slices.BinarySearch(b.on[i], t)
-			b.on[i] = slices.Insert(b.on[i], k, t)
-			b.w[i] += b.weight[t]
-			b.count[i]++
-		})
+		b.before(i)
+		on := b.on[i]
+		if n := len(on); n == 0 || on[n-1] < t {
+			b.on[i] = append(on, t) // tasks are mostly placed in id order
+		} else {
+			k, _ := slices.BinarySearch(on, t)
+			b.on[i] = slices.Insert(on, k, t)
+		}
+		b.w[i] += b.weight[t]
+		b.count[i]++
+		b.after(i)
 	}
 }
 
-func (b *bucket) adjust(i int, f func()) {
+// placeAll positions every task of ts on at(t) (skipping none), before
+// any other placement: ts ascending, no heaps yet. It is place without the
+// upkeep, which is redone once at the end.
+func (b *bucket) placeAll(ts []int, at func(t int) int) {
+	for _, t := range ts {
+		i := at(t)
+		if i == none {
+			continue
+		}
+		b.pos[t] = i
+		b.on[i] = append(b.on[i], t)
+		b.w[i] += b.weight[t]
+		b.count[i]++
+	}
+	b.outOfLine = 0
+	for i := range b.g.insts {
+		if b.outside(i) {
+			b.outOfLine++
+		}
+	}
+}
+
+// before and after bracket a change to instance i's tasks: they keep the
+// count of instances out of line and the heaps up to date.
+func (b *bucket) before(i int) {
 	if b.outside(i) {
 		b.outOfLine--
 	}
-	f()
+}
+
+func (b *bucket) after(i int) {
 	if b.outside(i) {
 		b.outOfLine++
 	}

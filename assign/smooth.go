@@ -1,8 +1,9 @@
 package assign
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 )
 
 // planner carries one round of the smooth or cooperative policy. The round
@@ -32,8 +33,8 @@ type planner struct {
 	// balance: they cannot move in the round that placed them, so the
 	// plan asks for a follow-up in which they can.
 	again   bool
-	pinned  []bool      // task -> positioned at its kept learner; the balance may not move it
-	cause   []moveCause // task -> why its position moved away from its owner
+	pinned  []bool            // task -> positioned at its kept learner; the balance may not move it
+	cause   map[int]moveCause // task -> why its position moved away from its owner (only tasks that moved)
 	seq     int
 	reasons []Reason
 }
@@ -57,7 +58,7 @@ func planIncremental(g *group, policy Policy) Plan {
 	p.moveSeq = make([]int, n)
 	p.forced = make([]bool, n)
 	p.pinned = make([]bool, n)
-	p.cause = make([]moveCause, n)
+	p.cause = map[int]moveCause{}
 	for t := range n {
 		p.newOwner[t], p.revokedBy[t], p.learner[t] = none, none, none
 	}
@@ -88,11 +89,11 @@ func (p *planner) keepLearners() {
 	}
 	var all []kept
 	for t := range g.tasks {
-		if len(g.learners[t]) == 0 {
+		if len(g.learners.of(t)) == 0 {
 			continue
 		}
 		best := none
-		for _, i := range g.learners[t] {
+		for _, i := range g.learners.of(t) {
 			switch {
 			case !p.learners:
 				p.why(ReasonDropLearner, t, i, "policy %s uses no learners", p.policy)
@@ -113,7 +114,7 @@ func (p *planner) keepLearners() {
 			all = append(all, kept{t, best, g.lagOf(best, t)})
 		}
 	}
-	sort.SliceStable(all, func(a, b int) bool { return all[a].lag < all[b].lag })
+	slices.SortStableFunc(all, func(a, b kept) int { return cmp.Compare(a.lag, b.lag) })
 	for k, l := range all {
 		if k >= g.cfg.MaxLearners {
 			p.why(ReasonDropLearner, l.t, l.i, "the group holds more than max_learners=%d learners; this one is among the least advanced", g.cfg.MaxLearners)
@@ -125,17 +126,18 @@ func (p *planner) keepLearners() {
 
 // position places every task of the bucket that has a live owner.
 func (p *planner) position(b *bucket) {
-	for _, t := range b.tasks {
+	b.placeAll(b.tasks, func(t int) int {
 		o := p.g.owner[t]
 		switch {
 		case o == none:
 		case p.learner[t] != none && !p.g.leaving[p.learner[t]]:
-			b.place(t, p.learner[t])
 			p.pinned[t] = true // a learner is kept until it is ready
+			return p.learner[t]
 		case !p.g.leaving[o]:
-			b.place(t, o)
+			return o
 		}
-	}
+		return none
+	})
 }
 
 // orphans gives every task without a live owner to the warmest live copy
@@ -159,7 +161,7 @@ func (p *planner) orphans(b *bucket) int {
 			continue
 		}
 		lowest := int64(noState)
-		for _, i := range g.holders[t] {
+		for _, i := range g.holders.of(t) {
 			if !g.leaving[i] {
 				lowest = min(lowest, g.lagOf(i, t))
 			}
@@ -172,17 +174,17 @@ func (p *planner) orphans(b *bucket) int {
 		}
 		warm := func(i int) bool { return g.lagOf(i, t)-lowest <= g.cfg.AcceptableLag }
 		wasLearner := func(i int) bool {
-			for _, l := range g.learners[t] {
+			for _, l := range g.learners.of(t) {
 				if l == i && warm(i) {
 					return true
 				}
 			}
 			return false
 		}
-		i := b.lightestOf(g.learners[t], wasLearner)
+		i := b.lightestOf(g.learners.of(t), wasLearner)
 		how := "its learner"
 		if i == none {
-			i = b.lightestOf(g.holders[t], warm)
+			i = b.lightestOf(g.holders.of(t), warm)
 			how = "a warm copy"
 		}
 		b.place(t, i)
@@ -218,7 +220,7 @@ func (p *planner) drain(b *bucket) {
 		}
 		i := none
 		if b.stateful && p.learners {
-			i = b.lightestOf(g.holders[t], func(i int) bool { return g.caughtUp(i, t) && b.fits(i, t) })
+			i = b.lightestOf(g.holders.of(t), func(i int) bool { return g.caughtUp(i, t) && b.fits(i, t) })
 		}
 		if i == none {
 			i = b.lightest()
@@ -263,7 +265,7 @@ func (p *planner) balance(b *bucket) {
 func (p *planner) pick(b *bucket, from, to int) int {
 	g := p.g
 	gap := b.dev(from) - b.dev(to)
-	toHasState := len(g.lag[to]) > 0
+	toHasState := g.hasState[to]
 	// floor is the best key any task can have here; the first task (in id
 	// order) that reaches it is the answer.
 	floor := [4]float64{}
@@ -360,12 +362,15 @@ func (p *planner) realize(b *bucket) {
 			total++
 		}
 	}
-	sort.SliceStable(newLearners, func(a, c int) bool {
-		x, y := newLearners[a].t, newLearners[c].t
+	slices.SortStableFunc(newLearners, func(a, c wanted) int {
+		x, y := a.t, c.t
 		if p.forced[x] != p.forced[y] {
-			return p.forced[x]
+			if p.forced[x] {
+				return -1
+			}
+			return 1
 		}
-		return p.moveSeq[x] < p.moveSeq[y]
+		return cmp.Compare(p.moveSeq[x], p.moveSeq[y])
 	})
 	for _, nl := range newLearners {
 		if total >= g.cfg.MaxLearners {
@@ -416,7 +421,7 @@ func (p *planner) warmth(b *bucket, t, to int) string {
 	if !b.stateful || !p.learners {
 		return ""
 	}
-	if p.learner[t] == to || (len(p.g.learners[t]) > 0 && containsInt(p.g.learners[t], to)) {
+	if p.learner[t] == to || (len(p.g.learners.of(t)) > 0 && containsInt(p.g.learners.of(t), to)) {
 		return fmt.Sprintf(", whose learner is ready (lag %d)", p.g.lagOf(to, t))
 	}
 	return fmt.Sprintf(", which is caught up (lag %d)", p.g.lagOf(to, t))
@@ -450,12 +455,49 @@ func containsInt(s []int, v int) bool {
 	return false
 }
 
-// output assembles the plan, sorted.
+// output assembles the plan, sorted: tasks are visited in id order, so
+// every list comes out sorted. The lists of all instances share one
+// backing array per role, sized by a first count.
 func (p *planner) output() Plan {
 	g := p.g
 	plan := Plan{Instances: make([]InstancePlan, len(g.insts)), Reasons: p.reasons, Followup: p.again}
+	m := len(g.insts)
+	const roles = 4 // active, standby, learner, revoked
+	count := make([]int, roles*m)
+	var total [roles]int
+	for t := range g.tasks {
+		if i := p.newOwner[t]; i != none {
+			count[i*roles]++
+		}
+		if i := p.revokedBy[t]; i != none {
+			count[i*roles+3]++
+		}
+		if i := p.learner[t]; i != none {
+			count[i*roles+2]++
+		}
+		if p.standby != nil {
+			for _, i := range p.standby[t] {
+				count[i*roles+1]++
+			}
+		}
+	}
+	for i := range m {
+		for r := range roles {
+			total[r] += count[i*roles+r]
+		}
+	}
+	var backing [roles][]TaskID
+	for r := range roles {
+		backing[r] = make([]TaskID, total[r])
+	}
+	cut := func(r, n int) []TaskID {
+		s := backing[r][:0:n]
+		backing[r] = backing[r][n:]
+		return s
+	}
 	for i, in := range g.insts {
-		plan.Instances[i] = InstancePlan{ID: in.ID, Active: []TaskID{}, Standby: []TaskID{}, Learner: []TaskID{}, Revoked: []TaskID{}}
+		plan.Instances[i] = InstancePlan{ID: in.ID, Active: cut(0, count[i*roles]), Standby: cut(1, count[i*roles+1]),
+			Learner: cut(2, count[i*roles+2]), Revoked: cut(3, count[i*roles+3])}
 	}
 	for t, task := range g.tasks {
 		if i := p.newOwner[t]; i != none {
@@ -468,14 +510,11 @@ func (p *planner) output() Plan {
 		if i := p.learner[t]; i != none {
 			plan.Instances[i].Learner = append(plan.Instances[i].Learner, task.ID)
 		}
-		for _, i := range p.standby[t] {
-			plan.Instances[i].Standby = append(plan.Instances[i].Standby, task.ID)
+		if p.standby != nil {
+			for _, i := range p.standby[t] {
+				plan.Instances[i].Standby = append(plan.Instances[i].Standby, task.ID)
+			}
 		}
-	}
-	for i := range plan.Instances {
-		sortIDs(plan.Instances[i].Standby)
 	}
 	return plan
 }
-
-func sortIDs(s []TaskID) { sort.Slice(s, func(a, b int) bool { return s[a] < s[b] }) }

@@ -2,7 +2,7 @@ package assign
 
 import (
 	"container/heap"
-	"sort"
+	"slices"
 )
 
 // placeStandbys chooses the standbys of every stateful task once actives
@@ -16,10 +16,10 @@ import (
 // the natural standby once the move completes, and gets it then: its copy
 // is the warmest).
 func placeStandbys(g *group, owner, learner, revokedBy []int, why func(ReasonKind, int, int, string, ...any)) [][]int {
-	out := make([][]int, len(g.tasks))
 	if g.cfg.Standbys == 0 {
-		return out
+		return nil
 	}
+	out := make([][]int, len(g.tasks))
 	// load counts every task an instance runs in any role, so standbys
 	// spread by capacity.
 	load := make([]int, len(g.insts))
@@ -30,13 +30,12 @@ func placeStandbys(g *group, owner, learner, revokedBy []int, why func(ReasonKin
 		if learner[t] != none {
 			load[learner[t]]++
 		}
-		for _, i := range g.standbys[t] {
+		for _, i := range g.standbys.of(t) {
 			if !g.leaving[i] && i != owner[t] && i != learner[t] && i != revokedBy[t] {
 				load[i]++ // kept unless dropped below
 			}
 		}
 	}
-	holders := g.holders
 	h := newRackHeaps(g, load)
 	lighter := func(a, b int) bool { return h.lighter(a, b) }
 	for t, task := range g.tasks {
@@ -56,7 +55,7 @@ func placeStandbys(g *group, owner, learner, revokedBy []int, why func(ReasonKin
 		want := min(g.cfg.Standbys, eligible)
 
 		var kept []int
-		for _, i := range g.standbys[t] {
+		for _, i := range g.standbys.of(t) {
 			if !excluded(i) {
 				kept = append(kept, i)
 			}
@@ -68,7 +67,14 @@ func placeStandbys(g *group, owner, learner, revokedBy []int, why func(ReasonKin
 			}
 			return lighter(a, b)
 		}
-		sort.Slice(kept, func(a, b int) bool { return warmer(kept[a], kept[b]) })
+		// warmer is a total order: the sort's result does not depend on
+		// its stability.
+		slices.SortFunc(kept, func(a, b int) int {
+			if warmer(a, b) {
+				return -1
+			}
+			return 1
+		})
 		for len(kept) > want {
 			h.remove(kept[len(kept)-1])
 			kept = kept[:len(kept)-1]
@@ -84,7 +90,7 @@ func placeStandbys(g *group, owner, learner, revokedBy []int, why func(ReasonKin
 				satisfied = satisfied || offRack(i)
 			}
 			if !satisfied && want > 0 {
-				if c := bestCandidate(h, holders[t], func(i int) bool { return !taken(i) && offRack(i) }, rack, warmer); c != none {
+				if c := bestCandidate(h, g.holders.of(t), func(i int) bool { return !taken(i) && offRack(i) }, rack, warmer); c != none {
 					if len(kept) == want {
 						h.remove(kept[len(kept)-1])
 						kept = kept[:len(kept)-1]
@@ -96,7 +102,7 @@ func placeStandbys(g *group, owner, learner, revokedBy []int, why func(ReasonKin
 			}
 		}
 		for len(kept) < want {
-			c := bestCandidate(h, holders[t], func(i int) bool { return !taken(i) }, noRack, warmer)
+			c := bestCandidate(h, g.holders.of(t), func(i int) bool { return !taken(i) }, noRack, warmer)
 			if c == none {
 				break
 			}

@@ -154,11 +154,10 @@ func sameSet(a, b []TaskID) bool {
 // checkBalanced verifies the stable plan's promises (spec item 10 and the
 // standby count of item 8).
 func checkBalanced(s State, p Plan) error {
-	pos, err := validate(s)
+	g, err := build(s)
 	if err != nil {
 		return err
 	}
-	g := newGroup(s, pos)
 	byID := map[TaskID]Task{}
 	for _, t := range s.Tasks {
 		byID[t.ID] = t
