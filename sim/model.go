@@ -50,9 +50,13 @@ type copyState struct {
 	pos       float64
 	// signalled: this learner's readiness has been reported.
 	signalled bool
+	// behindAt is the copy's position in its instance's behind list, or
+	// -1 while it is following.
+	behindAt int
 }
 
 type taskState struct {
+	idx        int
 	spec       TaskSpec
 	owner      int // instance holding it active, -1 if none
 	processing bool
@@ -104,6 +108,17 @@ type instState struct {
 	nRestAct int    // restoring copies that are active
 	nActive  [2]int // actives held: [stateless, stateful]
 	loadHeld [2]float64
+
+	// The instance's subscription, kept up to date as things change, so
+	// that building the leader's input (state) costs what changed since
+	// the last round rather than O(tasks).
+	lag      map[assign.TaskID]int64 // every copy's lag; state refreshes those of behind
+	behind   []*copyState            // copies that are not following: their lag moves
+	actives  []int                   // tasks held active, in no order
+	active   []assign.TaskID         // actives in byte order; nil when stale
+	standby  []assign.TaskID         // standby copies in byte order
+	learner  []assign.TaskID         // learner copies in byte order
+	rolesOld bool                    // standby and learner are stale
 }
 
 type eventKind uint8
@@ -169,10 +184,11 @@ type engine struct {
 	}
 	probingGen int
 
-	mark      [3][]int // applyRound's task sets, by stamp
-	byteOrder []int    // task indexes sorted by id
-	stamp     int
-	buckets   struct {
+	mark    [3][]int      // applyRound's task sets, by stamp
+	rank    []int         // task index -> position in byte order of ids
+	stTasks []assign.Task // the assignor's task list, in byte order
+	stamp   int
+	buckets struct {
 		done                      bool
 		n                         [2]int
 		loadSum, loadMax, loadMin [2]float64
@@ -187,6 +203,9 @@ type engine struct {
 
 	res *Result
 	err error
+
+	// onState, when set (by tests), sees every leader input state builds.
+	onState func(assign.State)
 }
 
 // Run simulates the scenario under the policy. The run is deterministic:
@@ -211,7 +230,7 @@ func newEngine(sc *Scenario, pol Policy, opt Options) (*engine, error) {
 	e := &engine{sc: sc, pol: pol, opt: opt, byID: map[string]int{}, taskIx: map[assign.TaskID]int{}, firstEvent: -1}
 	e.res = &Result{Policy: pol.Name, Scenario: sc.Name}
 	for i, ts := range sc.Tasks {
-		t := &taskState{spec: ts, owner: -1, lastOwner: -1, endBase: ts.State}
+		t := &taskState{idx: i, spec: ts, owner: -1, lastOwner: -1, endBase: ts.State}
 		if pol.UnitLoads {
 			t.spec.Load = 1
 		}
@@ -227,7 +246,7 @@ func newEngine(sc *Scenario, pol Policy, opt Options) (*engine, error) {
 			t.lastOwner = in.idx
 			if t.spec.Stateful {
 				c := e.copyOf(in, ti)
-				c.following = true
+				e.setFollowing(in, c, true)
 				c.role = roleActive
 				t.activeCopy = c
 			}
@@ -239,8 +258,9 @@ func newEngine(sc *Scenario, pol Policy, opt Options) (*engine, error) {
 				return nil, fmt.Errorf("sim: %s: instance %q holds task %q as active and standby", sc.Name, is.ID, id)
 			}
 			c := e.copyOf(in, ti)
-			c.following = true
+			e.setFollowing(in, c, true)
 			c.role = roleStandby
+			in.rolesOld = true
 		}
 	}
 	for _, t := range e.tasks {
@@ -274,7 +294,7 @@ func (e *engine) countStateful() int {
 
 func (e *engine) addInstance(is InstanceSpec) *instState {
 	in := &instState{spec: is, idx: len(e.insts), inGroup: true, running: true,
-		copies: map[int]*copyState{}, restoring: map[int]*copyState{}}
+		copies: map[int]*copyState{}, restoring: map[int]*copyState{}, lag: map[assign.TaskID]int64{}}
 	e.insts = append(e.insts, in)
 	e.byID[is.ID] = in.idx
 	return in
@@ -283,10 +303,32 @@ func (e *engine) addInstance(is InstanceSpec) *instState {
 func (e *engine) copyOf(in *instState, ti int) *copyState {
 	c := in.copies[ti]
 	if c == nil {
-		c = &copyState{task: ti}
+		c = &copyState{task: ti, behindAt: len(in.behind)}
 		in.copies[ti] = c
+		in.behind = append(in.behind, c)
+		in.lag[e.tasks[ti].spec.ID] = 0 // set by state
 	}
 	return c
+}
+
+// setFollowing marks a copy as following its task's changelog end (lag 0)
+// or not (its lag is refreshed by state).
+func (e *engine) setFollowing(in *instState, c *copyState, on bool) {
+	if c.following == on {
+		return
+	}
+	c.following = on
+	if on {
+		last := in.behind[len(in.behind)-1]
+		in.behind[c.behindAt] = last
+		last.behindAt = c.behindAt
+		in.behind = in.behind[:len(in.behind)-1]
+		c.behindAt = -1
+		in.lag[e.tasks[c.task].spec.ID] = 0
+		return
+	}
+	c.behindAt = len(in.behind)
+	in.behind = append(in.behind, c)
 }
 
 func (e *engine) push(at time.Duration, k eventKind, arg int) {
@@ -484,6 +526,9 @@ func (e *engine) stopInstance(in *instState, crash bool) {
 	in.running = false
 	if crash {
 		clear(in.copies)
+		clear(in.lag)
+		in.behind = nil
+		in.rolesOld = true
 	}
 	e.recomputeBalance()
 }
@@ -527,11 +572,14 @@ func (e *engine) setRole(in *instState, c *copyState, r role) {
 	if r != roleLearner {
 		c.signalled = false
 	}
+	if c.role == roleStandby || c.role == roleLearner || r == roleStandby || r == roleLearner {
+		in.rolesOld = true
+	}
 	c.role = r
 	if r == roleNone {
 		if c.following {
 			c.pos = e.tasks[c.task].end(e.now)
-			c.following = false
+			e.setFollowing(in, c, false)
 		}
 		e.stopRestoring(in, c)
 		return
@@ -554,6 +602,8 @@ func (e *engine) setOwner(t *taskState, in *instState) {
 	t.owner = in.idx
 	in.nActive[bucket(t)]++
 	in.loadHeld[bucket(t)] += t.spec.Load
+	in.actives = append(in.actives, t.idx)
+	in.active = nil
 }
 
 func (e *engine) clearOwner(t *taskState) {
@@ -563,6 +613,10 @@ func (e *engine) clearOwner(t *taskState) {
 	in := e.insts[t.owner]
 	in.nActive[bucket(t)]--
 	in.loadHeld[bucket(t)] -= t.spec.Load
+	k := slices.Index(in.actives, t.idx)
+	in.actives[k] = in.actives[len(in.actives)-1]
+	in.actives = in.actives[:len(in.actives)-1]
+	in.active = nil
 	t.owner = -1
 }
 
@@ -658,14 +712,28 @@ func (e *engine) pauseWorld() {
 	e.detail("pause", fmt.Sprintf("%d tasks stop for the rebalance", n))
 }
 
-// State builds the assignor's input from the members, as their
-// subscriptions would describe them now.
+// state builds the assignor's input from the members, as their
+// subscriptions would describe them now. What does not change between
+// rounds is kept: the task list, and every member's lists and lag map,
+// of which only the lags of copies that are not following are refreshed
+// and the lists of members whose roles changed rebuilt. The assignor and
+// the checks only read the state; it is good until the next call.
 func (e *engine) state() (assign.State, []*instState) {
-	s := assign.State{Config: e.sc.Config}
-	s.Tasks = make([]assign.Task, len(e.tasks))
-	for i, t := range e.tasks {
-		s.Tasks[i] = assign.Task{ID: t.spec.ID, Stateful: t.spec.Stateful, Load: t.spec.Load}
+	if e.stTasks == nil {
+		order := make([]int, len(e.tasks))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(a, b int) int { return strings.Compare(string(e.tasks[a].spec.ID), string(e.tasks[b].spec.ID)) })
+		e.rank = make([]int, len(e.tasks))
+		e.stTasks = make([]assign.Task, len(e.tasks))
+		for r, ti := range order {
+			t := e.tasks[ti]
+			e.rank[ti] = r
+			e.stTasks[r] = assign.Task{ID: t.spec.ID, Stateful: t.spec.Stateful, Load: t.spec.Load}
+		}
 	}
+	s := assign.State{Config: e.sc.Config, Tasks: e.stTasks}
 	var members []*instState
 	for _, in := range e.insts {
 		if !in.inGroup || !in.running {
@@ -673,53 +741,33 @@ func (e *engine) state() (assign.State, []*instState) {
 		}
 		members = append(members, in)
 		e.sync(in)
-		ai := assign.Instance{ID: in.spec.ID, Capacity: in.spec.Capacity, Rack: in.spec.Rack, Leaving: in.leaving,
-			Lag: make(map[assign.TaskID]int64, len(in.copies))}
-		for ti, c := range in.copies {
-			t := e.tasks[ti]
-			var lag float64
-			if !c.following {
-				lag = t.end(e.now) - c.pos
-			}
-			ai.Lag[t.spec.ID] = lagInt(lag)
-			switch c.role {
-			case roleStandby:
-				ai.Standby = append(ai.Standby, t.spec.ID)
-			case roleLearner:
-				ai.Learner = append(ai.Learner, t.spec.ID)
+		for _, c := range in.behind {
+			t := e.tasks[c.task]
+			in.lag[t.spec.ID] = lagInt(t.end(e.now) - c.pos)
+		}
+		if in.active == nil && len(in.actives) > 0 {
+			slices.SortFunc(in.actives, func(a, b int) int { return e.rank[a] - e.rank[b] })
+			in.active = make([]assign.TaskID, len(in.actives))
+			for k, ti := range in.actives {
+				in.active[k] = e.tasks[ti].spec.ID
 			}
 		}
-		s.Instances = append(s.Instances, ai)
-	}
-	pos := make([]int, len(e.insts))
-	for i := range pos {
-		pos[i] = -1
-	}
-	for k, m := range members {
-		pos[m.idx] = k
-	}
-	if e.byteOrder == nil {
-		e.byteOrder = make([]int, len(e.tasks))
-		for i := range e.byteOrder {
-			e.byteOrder[i] = i
+		if in.rolesOld {
+			in.standby, in.learner = nil, nil
+			for ti, c := range in.copies {
+				switch c.role {
+				case roleStandby:
+					in.standby = append(in.standby, e.tasks[ti].spec.ID)
+				case roleLearner:
+					in.learner = append(in.learner, e.tasks[ti].spec.ID)
+				}
+			}
+			slices.Sort(in.standby)
+			slices.Sort(in.learner)
+			in.rolesOld = false
 		}
-		slices.SortFunc(e.byteOrder, func(a, b int) int { return strings.Compare(string(e.tasks[a].spec.ID), string(e.tasks[b].spec.ID)) })
-	}
-	for _, ti := range e.byteOrder {
-		t := e.tasks[ti]
-		if t.owner >= 0 && pos[t.owner] >= 0 {
-			k := pos[t.owner]
-			s.Instances[k].Active = append(s.Instances[k].Active, t.spec.ID)
-		}
-	}
-	// Active lists are in byte order already, like the plan's, so that
-	// applyRound can see at a glance that a member keeps what it has. The
-	// others come from a map: assign does not depend on the order, but the
-	// input should not vary from run to run either.
-	for k := range s.Instances {
-		ai := &s.Instances[k]
-		slices.Sort(ai.Standby)
-		slices.Sort(ai.Learner)
+		s.Instances = append(s.Instances, assign.Instance{ID: in.spec.ID, Capacity: in.spec.Capacity, Rack: in.spec.Rack, Leaving: in.leaving,
+			Active: in.active, Standby: in.standby, Learner: in.learner, Lag: in.lag})
 	}
 	return s, members
 }

@@ -188,7 +188,7 @@ func (e *engine) crossings() {
 					continue
 				}
 			}
-			c.following = true
+			e.setFollowing(in, c, true)
 			c.pos = t.end(e.now)
 			e.stopRestoring(in, c)
 			if c.role == roleActive && !t.processing {

@@ -21,6 +21,9 @@ type reasonKey struct {
 func (e *engine) applyRound() {
 	r := &e.round
 	st, members := e.state()
+	if e.onState != nil {
+		e.onState(st)
+	}
 	plan, err := e.pol.Assign(st)
 	if err != nil {
 		e.fail(fmt.Errorf("sim: %s: rebalance #%d at %s: %w", e.sc.Name, r.n, fmtTime(e.now), err))
@@ -246,7 +249,7 @@ func (e *engine) activate(m *instState, t *taskState, ti int, why string) {
 	e.setRole(m, c, roleActive)
 	t.activeCopy = c
 	if lag <= eps {
-		c.following = true
+		e.setFollowing(m, c, true)
 		c.pos = t.end(e.now)
 		e.stopRestoring(m, c)
 		e.setProcessing(t, true)
