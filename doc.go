@@ -34,10 +34,25 @@
 //
 // # Guarantees
 //
-// At-least-once: input offsets are committed only after the changelog and
-// output records they produced are acknowledged, and a store's data is
-// applied together with the changelog offset it reflects, so a restart
-// resumes exactly where its state is. Processing of a task is in order and
-// on one worker goroutine at a time. Status and the Listener are safe to
-// use from any goroutine; a Listener must not block.
+// At-least-once (the default): input offsets are committed only after the
+// changelog and output records they produced are acknowledged, and a
+// store's data is applied together with the changelog offset it reflects,
+// so a restart resumes exactly where its state is. After a crash, the
+// records processed since the last commit are processed again.
+//
+// Exactly-once (WithGuarantee(ExactlyOnce)): every commit interval is one
+// Kafka transaction per instance holding its changelog writes, its output
+// and its input offsets; the offsets carry the member's group generation,
+// so an instance the group has expelled cannot commit. A store applies its
+// writes only once their transaction has committed. A task handed over
+// (a learner promoted, a drain) is committed before it moves; a failed
+// commit aborts the transaction, drops the stores' uncommitted writes and
+// rewinds the input to the last commit. Changelogs (restores, standbys,
+// learners) and input are read read_committed, so readers of the output
+// must be too. A crashed instance's open transaction holds up readers of
+// its changelogs until the cluster aborts it, at WithTransactionTimeout.
+//
+// Processing of a task is in order and on one worker goroutine at a time.
+// Status and the Listener are safe to use from any goroutine; a Listener
+// must not block.
 package baton

@@ -85,11 +85,17 @@ func TestExactlyOnceScaling(t *testing.T) {
 	if len(h.eventsOf(EventLearner)) == 0 {
 		t.Error("no learner warmed up: the joins did not go through learners")
 	}
-	committed := 0.0
-	for _, r := range []*running{b, c} {
+	committed, aborted := 0.0, 0.0
+	for _, r := range []*running{a, b, c} {
 		committed += testutil.ToFloat64(r.app.metrics.transactions.WithLabelValues("committed"))
+		aborted += testutil.ToFloat64(r.app.metrics.transactions.WithLabelValues("aborted"))
 	}
 	if committed == 0 {
 		t.Error("no transaction committed")
+	}
+	if aborted > 0 {
+		// A handover commits the transaction before the task moves; an
+		// abort would throw away every task's work since the last commit.
+		t.Errorf("%v transactions aborted during graceful joins and drains", aborted)
 	}
 }

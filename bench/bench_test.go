@@ -194,12 +194,12 @@ func TestThroughputSmoke(t *testing.T) {
 	if !res.Plain.Verified || res.Plain.LinesPS <= 0 {
 		t.Errorf("plain consumer: %+v", res.Plain)
 	}
-	if len(res.Baton) != len(res.Config.Workers) {
-		t.Fatalf("%d baton runs, want %d", len(res.Baton), len(res.Config.Workers))
+	if want := len(res.Config.Workers) * len(res.Config.Guarantees); len(res.Baton) != want || want != 4 {
+		t.Fatalf("%d baton runs, want %d (2 worker counts x 2 guarantees)", len(res.Baton), want)
 	}
 	for _, r := range res.Baton {
 		if !r.Verified || r.LinesPS <= 0 || r.VsPlain <= 0 {
-			t.Errorf("baton with %d workers: %+v", r.Workers, r)
+			t.Errorf("baton, %s, %d workers: %+v", r.Guarantee, r.Workers, r)
 		}
 	}
 }

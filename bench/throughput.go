@@ -18,18 +18,23 @@ type ThroughputConfig struct {
 	Lines      int           `json:"lines"` // input lines, 3 words each
 	Partitions int32         `json:"partitions"`
 	Workers    []int         `json:"workers"`
+	Guarantees []string      `json:"guarantees"` // at-least-once, exactly-once
 	Timeout    time.Duration `json:"timeout_ns"`
 	Log        io.Writer     `json:"-"`
 }
 
 // DefaultThroughputConfig processes 300,000 lines (900,000 words).
 func DefaultThroughputConfig() ThroughputConfig {
-	return ThroughputConfig{Lines: 300_000, Partitions: 8, Workers: []int{1, 2, 4}, Timeout: 5 * time.Minute}
+	return ThroughputConfig{Lines: 300_000, Partitions: 8, Workers: []int{1, 2, 4}, Guarantees: bothGuarantees(), Timeout: 5 * time.Minute}
+}
+
+func bothGuarantees() []string {
+	return []string{baton.AtLeastOnce.String(), baton.ExactlyOnce.String()}
 }
 
 // SmokeThroughputConfig is a tiny run for tests and CI.
 func SmokeThroughputConfig() ThroughputConfig {
-	return ThroughputConfig{Lines: 5_000, Partitions: 4, Workers: []int{1, 2}, Timeout: time.Minute}
+	return ThroughputConfig{Lines: 5_000, Partitions: 4, Workers: []int{1, 2}, Guarantees: bothGuarantees(), Timeout: time.Minute}
 }
 
 // ThroughputResult compares one wordcount instance with a plain consumer
@@ -39,18 +44,19 @@ type ThroughputResult struct {
 	// Plain is the kgo consumer: lines/s from its first record to its
 	// last, splitting and counting in a map.
 	Plain Rate   `json:"plain"`
-	Baton []Rate `json:"baton"` // one per worker count
+	Baton []Rate `json:"baton"` // one per guarantee and worker count
 }
 
 // Rate is one reader's run over the whole input.
 type Rate struct {
-	Workers  int           `json:"workers,omitempty"`
-	Lines    int64         `json:"lines"`
-	Elapsed  time.Duration `json:"elapsed_ns"`
-	LinesPS  float64       `json:"lines_per_s"`
-	RecsPS   float64       `json:"records_per_s,omitempty"` // lines + words processed by the App's tasks
-	VsPlain  float64       `json:"vs_plain,omitempty"`
-	Verified bool          `json:"verified"`
+	Guarantee string        `json:"guarantee,omitempty"`
+	Workers   int           `json:"workers,omitempty"`
+	Lines     int64         `json:"lines"`
+	Elapsed   time.Duration `json:"elapsed_ns"`
+	LinesPS   float64       `json:"lines_per_s"`
+	RecsPS    float64       `json:"records_per_s,omitempty"` // lines + words processed by the App's tasks
+	VsPlain   float64       `json:"vs_plain,omitempty"`
+	Verified  bool          `json:"verified"`
 }
 
 // RunThroughput produces the input once, then reads it with a plain
@@ -69,50 +75,69 @@ func RunThroughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult
 	if err != nil {
 		return nil, err
 	}
-	words := int64(3 * cfg.Lines)
 	res.Plain, err = plainCount(ctx, e, int64(cfg.Lines), want, cfg.Timeout)
 	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(cfg.Log, "plain consumer: %.0f lines/s\n", res.Plain.LinesPS)
-	for _, w := range cfg.Workers {
-		rec := newRecorder(10 * time.Millisecond)
-		in, err := e.start(instanceConfig{appID: "tp" + strconv.Itoa(w), id: "a",
-			opts: []baton.Option{baton.WithWorkers(w)}})
+	guarantees := cfg.Guarantees
+	if len(guarantees) == 0 {
+		guarantees = []string{baton.AtLeastOnce.String()}
+	}
+	for _, gname := range guarantees {
+		g, err := baton.ParseGuarantee(gname)
 		if err != nil {
 			return nil, err
 		}
-		rec.watch(in)
-		rctx, stop := context.WithCancel(ctx)
-		go rec.run(rctx)
-		err = waitFor(ctx, cfg.Timeout, "wordcount to count every word", func() bool { return rec.total("1_") >= words })
-		stop()
-		in.kill()
-		if err != nil {
-			return nil, err
-		}
-		r := rec.snapshot()
-		var first, last time.Duration = -1, 0
-		var n int64
-		for _, p := range r.Progress {
-			if first < 0 || p.At < first {
-				first = p.At
+		for _, w := range cfg.Workers {
+			rate, err := batonRate(ctx, e, cfg, g, w, res.Plain)
+			if err != nil {
+				return nil, err
 			}
-			last = max(last, p.At)
-			n += p.N
+			res.Baton = append(res.Baton, rate)
 		}
-		rate := Rate{Workers: w, Lines: int64(cfg.Lines), Elapsed: last - first, Verified: rec.total("0_") == int64(cfg.Lines) && rec.total("1_") == words}
-		if rate.Elapsed > 0 {
-			rate.LinesPS = float64(cfg.Lines) / rate.Elapsed.Seconds()
-			rate.RecsPS = float64(n) / rate.Elapsed.Seconds()
-		}
-		if res.Plain.LinesPS > 0 {
-			rate.VsPlain = rate.LinesPS / res.Plain.LinesPS
-		}
-		fmt.Fprintf(cfg.Log, "baton, %d workers: %.0f lines/s\n", w, rate.LinesPS)
-		res.Baton = append(res.Baton, rate)
 	}
 	return res, nil
+}
+
+// batonRate counts the input with a fresh wordcount application.
+func batonRate(ctx context.Context, e *env, cfg ThroughputConfig, g baton.Guarantee, w int, plain Rate) (Rate, error) {
+	words := int64(3 * cfg.Lines)
+	rec := newRecorder(10 * time.Millisecond)
+	in, err := e.start(instanceConfig{appID: "tp-" + g.String() + "-" + strconv.Itoa(w), id: "a",
+		opts: []baton.Option{baton.WithWorkers(w), baton.WithGuarantee(g)}})
+	if err != nil {
+		return Rate{}, err
+	}
+	rec.watch(in)
+	rctx, stop := context.WithCancel(ctx)
+	go rec.run(rctx)
+	err = waitFor(ctx, cfg.Timeout, "wordcount to count every word", func() bool { return rec.total("1_") >= words })
+	stop()
+	in.kill()
+	if err != nil {
+		return Rate{}, err
+	}
+	r := rec.snapshot()
+	var first, last time.Duration = -1, 0
+	var n int64
+	for _, p := range r.Progress {
+		if first < 0 || p.At < first {
+			first = p.At
+		}
+		last = max(last, p.At)
+		n += p.N
+	}
+	rate := Rate{Guarantee: g.String(), Workers: w, Lines: int64(cfg.Lines), Elapsed: last - first, Verified: rec.total("0_") == int64(cfg.Lines) && rec.total("1_") == words}
+	if rate.Elapsed > 0 {
+		rate.LinesPS = float64(cfg.Lines) / rate.Elapsed.Seconds()
+		rate.RecsPS = float64(n) / rate.Elapsed.Seconds()
+	}
+	if plain.LinesPS > 0 {
+		rate.VsPlain = rate.LinesPS / plain.LinesPS
+	}
+	fmt.Fprintf(cfg.Log, "baton, %s, %d workers: %.0f lines/s\n", g, w, rate.LinesPS)
+	return rate, nil
 }
 
 // produceLines writes n lines of three words and returns the word counts.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/baton-streams/baton"
 	"github.com/baton-streams/baton/assign"
 	"github.com/baton-streams/baton/bench"
 )
@@ -189,19 +190,20 @@ the two rates is the restore's efficiency (goal: at least 0.8).`,
 
 func benchThroughputCmd() *cobra.Command {
 	var (
-		smoke   bool
-		lines   int
-		workers []int
-		out     string
-		verbose bool
+		smoke      bool
+		lines      int
+		workers    []int
+		out        string
+		verbose    bool
+		guarantees []string
 	)
 	cmd := &cobra.Command{
 		Use:   "throughput",
 		Short: "Wordcount records/s on one instance against a plain consumer, by number of workers",
 		Long: `throughput produces --lines lines of three words, counts them with a plain kgo
 consumer (split and count in a map, nothing durable), then with one wordcount
-instance per worker count, each as a fresh application reading the same
-input. It prints lines/s and the ratio to the plain consumer.`,
+instance per guarantee and worker count, each as a fresh application reading
+the same input. It prints lines/s and the ratio to the plain consumer.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := bench.DefaultThroughputConfig()
@@ -215,6 +217,14 @@ input. It prints lines/s and the ratio to the plain consumer.`,
 			if f.Changed("workers") {
 				cfg.Workers = workers
 			}
+			if f.Changed("guarantee") {
+				cfg.Guarantees = guarantees
+			}
+			for _, g := range cfg.Guarantees {
+				if _, err := baton.ParseGuarantee(g); err != nil {
+					return usageErr(fmt.Errorf("bench throughput: --guarantee: %w", err))
+				}
+			}
 			if cfg.Lines < 1 || len(cfg.Workers) == 0 || slices.Min(cfg.Workers) < 1 {
 				return usageErr(fmt.Errorf("bench throughput: want --lines >= 1 and --workers >= 1"))
 			}
@@ -227,10 +237,10 @@ input. It prints lines/s and the ratio to the plain consumer.`,
 			}
 			w := cmd.OutOrStdout()
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "reader\tworkers\tlines/s\trecords/s (lines+words)\tvs plain\tcounts verified\t")
-			fmt.Fprintf(tw, "plain kgo consumer\t1\t%.0f\t-\t1.00\t%v\t\n", res.Plain.LinesPS, res.Plain.Verified)
+			fmt.Fprintln(tw, "reader\tguarantee\tworkers\tlines/s\trecords/s (lines+words)\tvs plain\tcounts verified\t")
+			fmt.Fprintf(tw, "plain kgo consumer\t-\t1\t%.0f\t-\t1.00\t%v\t\n", res.Plain.LinesPS, res.Plain.Verified)
 			for _, r := range res.Baton {
-				fmt.Fprintf(tw, "baton wordcount\t%d\t%.0f\t%.0f\t%.2f\t%v\t\n", r.Workers, r.LinesPS, r.RecsPS, r.VsPlain, r.Verified)
+				fmt.Fprintf(tw, "baton wordcount\t%s\t%d\t%.0f\t%.0f\t%.2f\t%v\t\n", r.Guarantee, r.Workers, r.LinesPS, r.RecsPS, r.VsPlain, r.Verified)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -242,6 +252,7 @@ input. It prints lines/s and the ratio to the plain consumer.`,
 	f.BoolVar(&smoke, "smoke", false, "tiny run (5000 lines, 1 and 2 workers)")
 	f.IntVar(&lines, "lines", 0, "input lines (default 300000)")
 	f.IntSliceVar(&workers, "workers", nil, "worker counts to run (default 1,2,4)")
+	f.StringSliceVar(&guarantees, "guarantee", nil, "guarantees to run (default at-least-once,exactly-once)")
 	f.StringVar(&out, "out", "", "directory for throughput.json")
 	f.BoolVarP(&verbose, "verbose", "v", false, "narrate on stderr")
 	return cmd

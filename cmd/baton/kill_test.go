@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestExactlyOnceKill9: two `baton run wordcount --guarantee exactly-once`
+// processes count while lines flow; one is killed with SIGKILL in the
+// middle. The survivor takes its tasks over and every count is exact:
+// nothing lost, nothing counted twice.
+func TestExactlyOnceKill9(t *testing.T) {
+	cl := startBaton(t, "cluster", "--listen", "127.0.0.1:0")
+	brokers := strings.TrimPrefix(cl.waitLine(t, "cluster ready: ", 10*time.Second), "cluster ready: ")
+	client, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if _, err := kadm.NewClient(client).CreateTopic(context.Background(), 4, 1, nil, "lines"); err != nil {
+		t.Fatal(err)
+	}
+	run := func() (*proc, string) {
+		p := startBaton(t, "run", "wordcount", "--brokers", brokers, "--app-id", "wc", "--input", "lines",
+			"--output", "counts", "--state-dir", t.TempDir(), "--http", "127.0.0.1:0", "--session-timeout", "2s",
+			"--guarantee", "exactly-once")
+		l := p.waitLine(t, "http: listening on ", 20*time.Second)
+		return p, l[strings.LastIndex(l, " ")+1:]
+	}
+	a, aAddr := run()
+	b, bAddr := run()
+	actives := func(addrs ...string) int {
+		n := 0
+		for _, addr := range addrs {
+			for _, task := range getStatus(t, addr).Tasks {
+				if task.Role == "active" && task.Lag == 0 {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	waitUntil(t, 60*time.Second, "a and b to run the 8 tasks", func() bool {
+		return actives(aAddr) > 0 && actives(bAddr) > 0 && actives(aAddr, bAddr) == 8
+	})
+
+	want := map[string]int64{}
+	var mu sync.Mutex
+	stop := make(chan struct{})
+	produced := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				produced <- nil
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			var recs []*kgo.Record
+			batch := map[string]int64{}
+			for j := range 20 {
+				w := fmt.Sprintf("w%d", (i*20+j)%53)
+				batch[w] += 2
+				recs = append(recs, &kgo.Record{Topic: "lines", Key: []byte(strconv.Itoa(j)), Value: []byte(w + " " + w)})
+			}
+			if err := client.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				produced <- err
+				return
+			}
+			mu.Lock()
+			for w, n := range batch {
+				want[w] += n
+			}
+			mu.Unlock()
+		}
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	if err := b.cmd.Process.Kill(); err != nil { // SIGKILL, mid-transaction
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	close(stop)
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 60*time.Second, "a to run all 8 tasks", func() bool { return actives(aAddr) == 8 })
+	var got map[string]int64
+	ok := false
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+		got = readCountsT(t, brokers)
+		if fmt.Sprint(got) == fmt.Sprint(want) {
+			ok = true
+			break
+		}
+	}
+	if !ok {
+		for w, n := range want {
+			if got[w] != n {
+				t.Errorf("%s: count %d, want %d", w, got[w], n)
+			}
+		}
+		t.Fatalf("counts not exact after SIGKILL under exactly-once; a's stderr:\n%s", a.stderr)
+	}
+	if code := a.stop(t, 60*time.Second); code != 0 {
+		t.Errorf("SIGTERM: exit %d, want 0", code)
+	}
+}
+
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
