@@ -1,7 +1,8 @@
 // Package chaos runs wordcount on the embedded cluster under continuous
 // input while instances join, drain, crash (their connections cut, as if
-// killed), lose the leader while a learner warms, and while the whole
-// cluster restarts from its data directory, chosen at random from a seed.
+// killed) at any moment, while a learner warms (the leader) or as a task is
+// handed over to them, and while the whole cluster restarts from its data
+// directory, chosen at random from a seed.
 // At the end it checks every count against the input: no count may be low
 // (nothing lost); in at-least-once mode a count may be high (a duplicate)
 // only if some instance crashed, and in exactly-once mode every count must
@@ -61,12 +62,14 @@ type Result struct {
 
 // OK reports whether the run kept its guarantee: nothing lost; under
 // exactly-once nothing duplicated either, and under at-least-once
-// duplicates only when an instance crashed or failed.
+// duplicates only when an instance crashed or failed or the cluster
+// restarted (a member whose session ran out while the cluster was down
+// loses its tasks without committing).
 func (r Result) OK() bool {
 	if r.Guarantee == baton.ExactlyOnce.String() {
 		return r.Lost == 0 && r.Duplicated == 0
 	}
-	crashes := r.Events["crash"] + r.Events["leader-crash"] + r.Events["failed"]
+	crashes := r.Events["crash"] + r.Events["leader-crash"] + r.Events["handover-crash"] + r.Events["failed"] + r.Events["cluster-restart"]
 	return r.Lost == 0 && (r.Duplicated == 0 || crashes > 0)
 }
 
@@ -230,7 +233,7 @@ func (r *run) event() (string, error) {
 		choices = append(choices, "drain", "crash")
 	}
 	if n > 1 && n < r.cfg.MaxAlive {
-		choices = append(choices, "leader-crash")
+		choices = append(choices, "leader-crash", "handover-crash")
 	}
 	if !r.cfg.NoRestart {
 		choices = append(choices, "cluster-restart")
@@ -252,6 +255,30 @@ func (r *run) event() (string, error) {
 		victim := r.pick()
 		r.say("%s crashes", victim.id)
 		r.crash(victim)
+	case "handover-crash":
+		// A new instance joins; it dies as soon as a stateful task has
+		// been handed over to it, before or while it processes it.
+		r.mu.Lock()
+		since := len(r.events)
+		r.mu.Unlock()
+		if err := r.startInstance(); err != nil {
+			return kind, err
+		}
+		r.mu.Lock()
+		newcomer := r.alive[len(r.alive)-1]
+		r.mu.Unlock()
+		handed := r.waitFor(15*time.Second, func() bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			for _, e := range r.events[since:] {
+				if e.Kind == baton.EventAssigned && e.Instance == newcomer.id && strings.HasPrefix(e.Task, "1_") {
+					return true
+				}
+			}
+			return false
+		})
+		r.say("%s crashes as a task is handed over to it (handover seen: %v)", newcomer.id, handed)
+		r.crash(newcomer)
 	case "leader-crash":
 		// A new instance joins; the leader dies as soon as it starts a learner.
 		r.mu.Lock()

@@ -45,6 +45,7 @@ func TestResultOK(t *testing.T) {
 	}{
 		{Result{Guarantee: alo, Events: map[string]int{"crash": 1}, Duplicated: 5}, true},
 		{Result{Guarantee: alo, Events: map[string]int{"drain": 1}, Duplicated: 5}, false},
+		{Result{Guarantee: alo, Events: map[string]int{"handover-crash": 1}, Duplicated: 5}, true},
 		{Result{Guarantee: alo, Events: map[string]int{"crash": 1}, Lost: 1}, false},
 		{Result{Guarantee: eos, Events: map[string]int{"crash": 1}, Duplicated: 1}, false},
 		{Result{Guarantee: eos, Events: map[string]int{"crash": 1}}, true},

@@ -18,8 +18,9 @@ var chaosCmd = &cobra.Command{
 	Long: `chaos starts an embedded cluster (persisted to a temporary data directory) and
 wordcount instances, keeps input flowing, and every few seconds joins, drains
 or crashes an instance (a crash cuts its connections, as SIGKILL would),
-sometimes crashing the leader while a learner warms, sometimes restarting the
-whole cluster from its data directory. Then it checks every word's count
+sometimes crashing the leader while a learner warms or a newcomer as a task is
+handed over to it, sometimes restarting the whole cluster from its data
+directory. Then it checks every word's count
 against the input: nothing may be lost; under at-least-once duplicates are
 allowed only after a crash, under exactly-once every count must be exact.
 Exit 1 if that does not hold.`,
