@@ -169,7 +169,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	defer r.stopAll()
 	for range 2 {
-		if err := r.startInstance(); err != nil {
+		if _, err := r.startInstance(); err != nil {
 			return res, err
 		}
 	}
@@ -243,7 +243,8 @@ func (r *run) event() (string, error) {
 	case "cluster-restart":
 		return kind, r.restartCluster()
 	case "join":
-		return kind, r.startInstance()
+		_, err := r.startInstance()
+		return kind, err
 	case "drain":
 		victim := r.pick()
 		r.say("%s drains", victim.id)
@@ -258,45 +259,22 @@ func (r *run) event() (string, error) {
 	case "handover-crash":
 		// A new instance joins; it dies as soon as a stateful task has
 		// been handed over to it, before or while it processes it.
-		r.mu.Lock()
-		since := len(r.events)
-		r.mu.Unlock()
-		if err := r.startInstance(); err != nil {
+		newcomer, handed, err := r.joinAndAwait(15*time.Second, func(e baton.Event, newcomer string) bool {
+			return e.Kind == baton.EventAssigned && e.Instance == newcomer && strings.HasPrefix(e.Task, "1_")
+		})
+		if err != nil {
 			return kind, err
 		}
-		r.mu.Lock()
-		newcomer := r.alive[len(r.alive)-1]
-		r.mu.Unlock()
-		handed := r.waitFor(15*time.Second, func() bool {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			for _, e := range r.events[since:] {
-				if e.Kind == baton.EventAssigned && e.Instance == newcomer.id && strings.HasPrefix(e.Task, "1_") {
-					return true
-				}
-			}
-			return false
-		})
 		r.say("%s crashes as a task is handed over to it (handover seen: %v)", newcomer.id, handed)
 		r.crash(newcomer)
 	case "leader-crash":
 		// A new instance joins; the leader dies as soon as it starts a learner.
-		r.mu.Lock()
-		since := len(r.events)
-		r.mu.Unlock()
-		if err := r.startInstance(); err != nil {
+		_, learning, err := r.joinAndAwait(10*time.Second, func(e baton.Event, _ string) bool {
+			return e.Kind == baton.EventLearner
+		})
+		if err != nil {
 			return kind, err
 		}
-		learning := r.waitFor(10*time.Second, func() bool {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			for _, e := range r.events[since:] {
-				if e.Kind == baton.EventLearner {
-					return true
-				}
-			}
-			return false
-		})
 		leader := r.leader()
 		if leader == nil {
 			return kind, nil
@@ -329,6 +307,30 @@ func (r *run) restartCluster() error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("chaos: restarting the cluster: %w", err)
+}
+
+// joinAndAwait starts an instance and waits up to timeout for an event
+// that match accepts (given the newcomer's id). It returns the newcomer
+// and whether the event came.
+func (r *run) joinAndAwait(timeout time.Duration, match func(e baton.Event, newcomer string) bool) (*instance, bool, error) {
+	r.mu.Lock()
+	since := len(r.events)
+	r.mu.Unlock()
+	newcomer, err := r.startInstance()
+	if err != nil {
+		return nil, false, err
+	}
+	seen := r.waitFor(timeout, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, e := range r.events[since:] {
+			if match(e, newcomer.id) {
+				return true
+			}
+		}
+		return false
+	})
+	return newcomer, seen, nil
 }
 
 func (r *run) pick() *instance {
@@ -384,14 +386,14 @@ func (r *run) wait(in *instance, timeout time.Duration) error {
 	}
 }
 
-func (r *run) startInstance() error {
+func (r *run) startInstance() (*instance, error) {
 	r.mu.Lock()
 	r.next++
 	id := "i" + strconv.Itoa(r.next)
 	r.mu.Unlock()
 	top, err := topology.WordCount("chaos", "lines", "counts")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cut := &faultnet.Cutter{}
 	app, err := baton.New(top, baton.WithBrokers(r.brokers...), baton.WithAppID("chaos"), baton.WithInstanceID(id),
@@ -406,7 +408,7 @@ func (r *run) startInstance() error {
 			r.mu.Unlock()
 		}))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{id: id, app: app, cut: cut, cancel: cancel, done: make(chan error, 1)}
@@ -426,7 +428,7 @@ func (r *run) startInstance() error {
 	r.alive = append(r.alive, in)
 	r.mu.Unlock()
 	r.say("%s joins", id)
-	return nil
+	return in, nil
 }
 
 func (r *run) stopAll() {

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -18,16 +17,7 @@ import (
 // middle. The survivor takes its tasks over and every count is exact:
 // nothing lost, nothing counted twice.
 func TestExactlyOnceKill9(t *testing.T) {
-	cl := startBaton(t, "cluster", "--listen", "127.0.0.1:0")
-	brokers := strings.TrimPrefix(cl.waitLine(t, "cluster ready: ", 10*time.Second), "cluster ready: ")
-	client, err := kgo.NewClient(kgo.SeedBrokers(brokers))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	if _, err := kadm.NewClient(client).CreateTopic(context.Background(), 4, 1, nil, "lines"); err != nil {
-		t.Fatal(err)
-	}
+	_, brokers, client := clusterWithLines(t)
 	run := func() (*proc, string) {
 		p := startBaton(t, "run", "wordcount", "--brokers", brokers, "--app-id", "wc", "--input", "lines",
 			"--output", "counts", "--state-dir", t.TempDir(), "--http", "127.0.0.1:0", "--session-timeout", "2s",

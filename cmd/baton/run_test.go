@@ -127,18 +127,26 @@ func getStatus(t *testing.T, addr string) statusDoc {
 
 // TestClusterAndRunProcesses drives the spec's two-terminal flow: a
 // cluster process, two wordcount processes, records in, SIGTERM out.
-func TestClusterAndRunProcesses(t *testing.T) {
+// clusterWithLines starts `baton cluster` and creates the 4-partition
+// input topic "lines"; it returns the cluster process, its address and a
+// client.
+func clusterWithLines(t *testing.T) (*proc, string, *kgo.Client) {
+	t.Helper()
 	cl := startBaton(t, "cluster", "--listen", "127.0.0.1:0")
 	brokers := strings.TrimPrefix(cl.waitLine(t, "cluster ready: ", 10*time.Second), "cluster ready: ")
-
 	client, err := kgo.NewClient(kgo.SeedBrokers(brokers))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
+	t.Cleanup(client.Close)
 	if _, err := kadm.NewClient(client).CreateTopic(context.Background(), 4, 1, nil, "lines"); err != nil {
 		t.Fatal(err)
 	}
+	return cl, brokers, client
+}
+
+func TestClusterAndRunProcesses(t *testing.T) {
+	cl, brokers, client := clusterWithLines(t)
 	want := map[string]int64{}
 	produce := func(n, from int) {
 		var recs []*kgo.Record
