@@ -19,8 +19,7 @@ func planEager(g *group) Plan {
 		owner[t], revoked[t], learner[t] = none, g.owner[t], none
 	}
 	var reasons []Reason
-	for _, stateful := range []bool{true, false} {
-		b := newBucket(g, stateful)
+	for _, b := range newBuckets(g) {
 		order := append([]int(nil), b.tasks...)
 		if !b.uniform {
 			slices.SortStableFunc(order, func(a, c int) int { return cmp.Compare(g.tasks[c].Load, g.tasks[a].Load) })

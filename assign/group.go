@@ -20,14 +20,15 @@ type group struct {
 	tasks []Task
 	insts []Instance
 
-	owner     []int     // task -> live instance that has it active, or none
-	learners  taskLists // task -> instances holding it as learner, ascending
-	standbys  taskLists // task -> instances holding it as standby, ascending
-	holders   taskLists // task -> instances with local state for it, ascending
-	holderLag []int64   // the lag of each holders entry, at the same position
-	hasState  []bool    // instance -> has local state for some stateful task
-	leaving   []bool    // instance -> leaving
-	live      int       // number of non-leaving instances
+	owner     []int        // task -> live instance that has it active, or none
+	learners  taskLists    // task -> instances holding it as learner, ascending
+	standbys  taskLists    // task -> instances holding it as standby, ascending
+	holders   taskLists    // task -> instances with local state for it, ascending
+	holderLag []int64      // the lag of each holders entry, at the same position
+	hasState  []bool       // instance -> has local state for some stateful task
+	instLags  [][]lagEntry // instance -> its local state: stateful tasks and lags, in no order
+	leaving   []bool       // instance -> leaving
+	live      int          // number of non-leaving instances
 }
 
 // lagOf is instance i's lag on task t, or noState.
@@ -82,41 +83,66 @@ type bucket struct {
 }
 
 func newBucket(g *group, stateful bool) *bucket {
-	b := &bucket{g: g, stateful: stateful}
-	n, m := len(g.tasks), len(g.insts)
-	b.weight = make([]float64, n)
-	b.pos = make([]int, n)
-	b.uniform = true
-	size := 0
-	var first float64 // the load of the bucket's first task
-	for t, task := range g.tasks {
-		b.pos[t] = none
-		if task.Stateful != stateful {
-			continue
-		}
-		if size == 0 {
-			first = task.Load
-		} else if task.Load != first {
-			b.uniform = false
-		}
-		size++
+	bs := newBuckets(g)
+	if stateful {
+		return bs[0]
 	}
-	b.tasks = make([]int, 0, size)
-	for t, task := range g.tasks {
-		if task.Stateful != stateful {
-			continue
+	return bs[1]
+}
+
+// newBuckets makes the stateful and the stateless bucket, in that order.
+// They share their per-task arrays: a task is in one bucket only.
+func newBuckets(g *group) [2]*bucket {
+	n := len(g.tasks)
+	pos := make([]int, n)
+	weight := make([]float64, n)
+	var bs [2]*bucket
+	var size [2]int
+	var first [2]float64 // the load of each bucket's first task
+	for k := range bs {
+		bs[k] = &bucket{g: g, stateful: k == 0, pos: pos, weight: weight, uniform: true}
+	}
+	which := func(task Task) int {
+		if task.Stateful {
+			return 0
 		}
+		return 1
+	}
+	for t, task := range g.tasks {
+		pos[t] = none
+		k := which(task)
+		if size[k] == 0 {
+			first[k] = task.Load
+		} else if task.Load != first[k] {
+			bs[k].uniform = false
+		}
+		size[k]++
+	}
+	for k, b := range bs {
+		b.tasks = make([]int, 0, size[k])
+	}
+	for t, task := range g.tasks {
+		b := bs[which(task)]
 		b.tasks = append(b.tasks, t)
 		w := 1.0
 		if !b.uniform {
 			w = task.Load
 		}
-		b.weight[t] = w
+		weight[t] = w
 		b.totalW += w
 		if w > b.maxW { // loads are finite and > 0
 			b.maxW = w
 		}
 	}
+	for _, b := range bs {
+		b.fillShares()
+	}
+	return bs
+}
+
+// fillShares sets every instance's share of the bucket.
+func (b *bucket) fillShares() {
+	g, m := b.g, len(b.g.insts)
 	capTotal := 0
 	for i, in := range g.insts {
 		if !g.leaving[i] {
@@ -149,7 +175,6 @@ func newBucket(g *group, stateful bool) *bucket {
 			b.outOfLine++
 		}
 	}
-	return b
 }
 
 // heaps returns the instances ordered by deviation, building them on first
@@ -225,18 +250,31 @@ func (b *bucket) place(t, i int) {
 }
 
 // placeAll positions every task of ts on at(t) (skipping none), before
-// any other placement: ts ascending, no heaps yet. It is place without the
+// any other placement: ts ascending, no heaps yet, nothing positioned. It is place without the
 // upkeep, which is redone once at the end.
 func (b *bucket) placeAll(ts []int, at func(t int) int) {
 	for _, t := range ts {
-		i := at(t)
-		if i == none {
-			continue
+		if i := at(t); i != none {
+			b.pos[t] = i
+			b.count[i]++
 		}
-		b.pos[t] = i
-		b.on[i] = append(b.on[i], t)
-		b.w[i] += b.weight[t]
-		b.count[i]++
+	}
+	// Every instance's list is cut from one slice, to the size it needs
+	// now; a list that grows later moves out on its own.
+	total := 0
+	for _, c := range b.count {
+		total += c
+	}
+	backing := make([]int, total)
+	for i, c := range b.count {
+		b.on[i] = backing[:0:c]
+		backing = backing[c:]
+	}
+	for _, t := range ts {
+		if i := b.pos[t]; i != none {
+			b.on[i] = append(b.on[i], t)
+			b.w[i] += b.weight[t]
+		}
 	}
 	b.outOfLine = 0
 	for i := range b.g.insts {

@@ -88,10 +88,7 @@ func build(s State) (*group, error) {
 	}
 	// Standby, learner and lag entries, per instance in input order, then
 	// regrouped by task below.
-	type entry struct {
-		task int32
-		lag  int64
-	}
+	type entry = lagEntry
 	var roleEntries [2][]entry // standby, learner (lag unused)
 	var lagEntries []entry
 	{
@@ -194,10 +191,18 @@ func build(s State) (*group, error) {
 	g.holderLag = make([]int64, len(lagEntries))
 	g.holders = perTask(lagEntries, func(k int) [2]int32 { return lagSpan[k] }, g.holderLag)
 	g.hasState = make([]bool, m)
+	g.instLags = make([][]lagEntry, m)
 	for k := range s.Instances {
 		g.hasState[ipos[k]] = lagSpan[k][1] > lagSpan[k][0]
+		g.instLags[ipos[k]] = lagEntries[lagSpan[k][0]:lagSpan[k][1]:lagSpan[k][1]]
 	}
 	return g, nil
+}
+
+// lagEntry is a task and a lag (or only a task, for role lists).
+type lagEntry struct {
+	task int32
+	lag  int64
 }
 
 // taskLists holds a list of instances per task, all cut from one slice:

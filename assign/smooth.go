@@ -63,8 +63,7 @@ func planIncremental(g *group, policy Policy) Plan {
 		p.newOwner[t], p.revokedBy[t], p.learner[t] = none, none, none
 	}
 	p.keepLearners()
-	for _, stateful := range []bool{true, false} {
-		b := newBucket(g, stateful)
+	for _, b := range newBuckets(g) {
 		p.position(b)
 		placed := p.orphans(b)
 		p.drain(b)
@@ -263,6 +262,9 @@ func (p *planner) balance(b *bucket) {
 // already carries there, then one the destination is caught up on, then
 // the best fit of load, then the warmest destination copy, then by id.
 func (p *planner) pick(b *bucket, from, to int) int {
+	if b.uniform {
+		return p.pickUniform(b, from, to)
+	}
 	g := p.g
 	gap := b.dev(from) - b.dev(to)
 	toHasState := g.hasState[to]
@@ -308,6 +310,109 @@ func (p *planner) pick(b *bucket, from, to int) int {
 			if b.uniform && key == floor {
 				break
 			}
+		}
+	}
+	return best
+}
+
+// pickUniform is pick for tasks of equal load, where the fit of load is
+// the same for every task: the key is (drained here, destination not
+// caught up, destination lag capped at 2^53), smallest first, then id.
+//
+// Tasks the destination has no state for all share one key but for the
+// first part, so only the first of each kind can win; the others worth
+// looking at are the few the destination has state for. When those are
+// fewer than the tasks on from, pickUniform looks at them and at the first
+// two tasks without state, instead of at every task on from.
+func (p *planner) pickUniform(b *bucket, from, to int) int {
+	g := p.g
+	gap := b.dev(from) - b.dev(to)
+	if b.totalCap >= gap {
+		return none // moving any task (weight 1) would not lower the sum of squared deviations
+	}
+	type key struct {
+		drained, cold int
+		lag           int64
+	}
+	lessKey := func(a, c key) bool {
+		if a.drained != c.drained {
+			return a.drained < c.drained
+		}
+		if a.cold != c.cold {
+			return a.cold < c.cold
+		}
+		return a.lag < c.lag
+	}
+	aware := b.stateful && p.learners
+	keyOf := func(t int, lag int64) key {
+		var k key
+		if g.owner[t] != from {
+			k.drained = 1 // a drained task placed here this round: rather keep it
+		}
+		if aware {
+			if lag > g.cfg.AcceptableLag {
+				k.cold = 1
+			}
+			k.lag = min(lag, 1<<53)
+		}
+		return k
+	}
+	best := none
+	var bestKey key
+	consider := func(t int, k key) {
+		if best == none || lessKey(k, bestKey) || (k == bestKey && t < best) {
+			best, bestKey = t, k
+		}
+	}
+	held := g.instLags[to]
+	if !aware || !g.hasState[to] || len(held) >= len(b.on[from]) {
+		// Every task on from, in id order; the first to reach the best
+		// key any task can have ends the scan.
+		floor := key{}
+		if aware && !g.hasState[to] {
+			floor.lag = 1 << 53
+			if int64(noState) > g.cfg.AcceptableLag {
+				floor.cold = 1
+			}
+		}
+		for _, t := range b.on[from] {
+			if p.pinned[t] {
+				continue
+			}
+			lag := int64(noState)
+			if aware && g.hasState[to] {
+				lag = g.lagOf(to, t)
+			}
+			k := keyOf(t, lag)
+			if best == none || lessKey(k, bestKey) {
+				best, bestKey = t, k
+				if k == floor {
+					break
+				}
+			}
+		}
+		return best
+	}
+	// The tasks on from that to has state for.
+	for _, e := range held {
+		if t := int(e.task); b.pos[t] == from && !p.pinned[t] {
+			consider(t, keyOf(t, e.lag))
+		}
+	}
+	// The first task on from without state on to, of either kind.
+	found := [2]bool{}
+	for _, t := range b.on[from] {
+		if p.pinned[t] || g.lagOf(to, t) != noState {
+			continue
+		}
+		k := keyOf(t, noState)
+		if found[k.drained] {
+			continue
+		}
+		found[k.drained] = true
+		consider(t, k)
+		if found[0] && found[1] || k.drained == 0 {
+			break // a drained task cannot beat an earlier one that is not
 		}
 	}
 	return best
