@@ -33,6 +33,9 @@ type group struct {
 
 // lagOf is instance i's lag on task t, or noState.
 func (g *group) lagOf(i, t int) int64 {
+	if g.holders.start == nil {
+		return noState
+	}
 	a, b := int(g.holders.start[t]), int(g.holders.start[t+1])
 	hs := g.holders.flat[a:b]
 	if len(hs) <= 8 {

@@ -44,7 +44,7 @@ func build(s State) (*group, error) {
 	// simulator does) skip the sort; then the rank of a task is its input
 	// index and rank is left nil.
 	var rank []int32 // input index -> sorted rank
-	if slices.IsSortedFunc(s.Tasks, func(a, b Task) int { return strings.Compare(string(a.ID), string(b.ID)) }) {
+	if tasksSorted(s.Tasks) {
 		g.tasks = s.Tasks // read only, like the rest of s
 	} else {
 		order := sortIDs(s.Tasks) // sorted rank -> input index
@@ -61,6 +61,22 @@ func build(s State) (*group, error) {
 			return k
 		}
 		return int(rank[k])
+	}
+	// findAll is find for every id of a list, into found.
+	var found []int32
+	var lagIDs []TaskID
+	var lagVals []int64
+	findAll := func(list []TaskID) []int32 {
+		found = slices.Grow(found[:0], len(list))[:len(list)]
+		ids.findAll(s.Tasks, list, found)
+		if rank != nil {
+			for j, k := range found {
+				if k >= 0 {
+					found[j] = rank[k]
+				}
+			}
+		}
+		return found
 	}
 
 	// Instances in id order; ipos is an input index's sorted position.
@@ -124,9 +140,9 @@ func build(s State) (*group, error) {
 			if r > 0 {
 				roleSpan[k][r-1][0] = int32(len(roleEntries[r-1]))
 			}
-			for j, id := range list {
+			for j, t := range findAll(list) {
+				id := list[j]
 				field := func() string { return fmt.Sprintf("instances[%d].%s[%d]", k, roleNames[r], j) }
-				t := find(id)
 				if t < 0 {
 					return nil, fieldErr(field(), "unknown task %q", id)
 				}
@@ -151,13 +167,17 @@ func build(s State) (*group, error) {
 			}
 		}
 		lagSpan[k][0] = int32(len(lagEntries))
+		lagIDs, lagVals = lagIDs[:0], lagVals[:0]
 		for id, lag := range in.Lag {
-			t := find(id)
-			if t < 0 || lag < 0 {
+			lagIDs = append(lagIDs, id)
+			lagVals = append(lagVals, lag)
+		}
+		for j, t := range findAll(lagIDs) {
+			if t < 0 || lagVals[j] < 0 {
 				return nil, lagError(k, in.Lag, func(id TaskID) bool { return find(id) >= 0 })
 			}
 			if g.tasks[t].Stateful {
-				lagEntries = append(lagEntries, entry{int32(t), lag})
+				lagEntries = append(lagEntries, entry{t, lagVals[j]})
 			}
 		}
 		lagSpan[k][1] = int32(len(lagEntries))
@@ -166,6 +186,9 @@ func build(s State) (*group, error) {
 	// Regroup by task, visiting instances in id order so that every
 	// per-task list is in ascending instance order.
 	perTask := func(entries []entry, span func(k int) [2]int32, lags []int64) taskLists {
+		if len(entries) == 0 {
+			return taskLists{}
+		}
 		l := taskLists{start: make([]int32, n+1), flat: make([]int, len(entries))}
 		for _, e := range entries {
 			l.start[e.task+1]++
@@ -214,6 +237,9 @@ type taskLists struct {
 
 // of returns task t's list; callers must not append to it.
 func (l *taskLists) of(t int) []int {
+	if l.start == nil {
+		return nil
+	}
 	a, b := l.start[t], l.start[t+1]
 	return l.flat[a:b:b]
 }
@@ -226,25 +252,60 @@ type keyed struct {
 	k      int32
 }
 
-// sortIDs returns the tasks' input indexes in id order.
+// tasksSorted reports whether the tasks are in strictly ascending id order.
+func tasksSorted(tasks []Task) bool {
+	for k := 1; k < len(tasks); k++ {
+		if tasks[k-1].ID >= tasks[k].ID {
+			return false
+		}
+	}
+	return true
+}
+
+// sortIDs returns the tasks' input indexes in id order; ids are distinct.
+// It sorts by prefix with a least-significant-digit radix sort, one pass
+// per byte of the prefix that is not the same in every id, then sorts
+// each run of equal prefixes by whole id.
 func sortIDs(tasks []Task) []keyed {
 	order := make([]keyed, len(tasks))
+	var counts [8][256]int
 	for k, t := range tasks {
 		var p uint64
 		for j := range min(8, len(t.ID)) {
 			p |= uint64(t.ID[j]) << (56 - 8*j)
 		}
 		order[k] = keyed{p, int32(k)}
-	}
-	slices.SortFunc(order, func(a, b keyed) int {
-		if a.prefix != b.prefix {
-			if a.prefix < b.prefix {
-				return -1
-			}
-			return 1
+		for d := range 8 {
+			counts[d][byte(p>>(8*d))]++
 		}
-		return strings.Compare(string(tasks[a.k].ID), string(tasks[b.k].ID))
-	})
+	}
+	tmp := make([]keyed, len(tasks))
+	for d := range 8 {
+		c := &counts[d]
+		if len(tasks) == 0 || c[byte(order[0].prefix>>(8*d))] == len(tasks) {
+			continue // every id has the same byte here
+		}
+		sum := 0
+		for b := range c {
+			c[b], sum = sum, sum+c[b]
+		}
+		for _, o := range order {
+			b := byte(o.prefix >> (8 * d))
+			tmp[c[b]] = o
+			c[b]++
+		}
+		order, tmp = tmp, order
+	}
+	for a := 0; a < len(order); {
+		b := a + 1
+		for b < len(order) && order[b].prefix == order[a].prefix {
+			b++
+		}
+		if b-a > 1 {
+			slices.SortFunc(order[a:b], func(x, y keyed) int { return strings.Compare(string(tasks[x.k].ID), string(tasks[y.k].ID)) })
+		}
+		a = b
+	}
 	return order
 }
 
@@ -283,6 +344,33 @@ func (tb *idTable) insert(tasks []Task, k int) bool {
 			return false
 		}
 		h = (h + 1) & tb.mask
+	}
+}
+
+// findAll sets found[j] to find(list[j]). It works in blocks whose
+// hashes, then slots, then ids are read in separate passes, so that the
+// memory reads of one block overlap instead of waiting on each other.
+func (tb *idTable) findAll(tasks []Task, list []TaskID, found []int32) {
+	const block = 16
+	var h [block]uint64
+	var slot [block]int32
+	for len(list) > 0 {
+		n := min(block, len(list))
+		for j := range n {
+			h[j] = maphash.String(idSeed, string(list[j])) & tb.mask
+		}
+		for j := range n {
+			slot[j] = tb.slots[h[j]]
+		}
+		for j := range n {
+			s, at := slot[j], h[j]
+			for s != 0 && tasks[s-1].ID != list[j] {
+				at = (at + 1) & tb.mask
+				s = tb.slots[at]
+			}
+			found[j] = s - 1
+		}
+		list, found = list[n:], found[n:]
 	}
 }
 
