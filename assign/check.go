@@ -21,7 +21,9 @@ var ErrGuarantee = errors.New("assign: guarantee violated")
 // names unknown tasks is reported, not a panic. It returns nil or an
 // error wrapping ErrGuarantee that names the guarantee, task and instance.
 func Check(state State, plan Plan) error {
-	g, err := build(state)
+	sc := getScratch()
+	defer sc.release()
+	g, err := build(state, sc)
 	if err != nil {
 		return err
 	}

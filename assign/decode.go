@@ -151,7 +151,9 @@ func goTypeName(t string) string {
 // Validate checks a State built in code the way Decode checks a document.
 // Every error wraps ErrInvalidState and is a *FieldError.
 func Validate(s State) error {
-	_, err := build(s)
+	sc := getScratch()
+	defer sc.release()
+	_, err := build(s, sc)
 	return err
 }
 

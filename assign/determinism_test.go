@@ -2,6 +2,7 @@ package assign
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -92,6 +93,51 @@ func TestAssignLeavesInputAlone(t *testing.T) {
 			if after := dump(s); after != before {
 				t.Fatalf("seed %d policy %s changed its input:\nbefore %s\nafter  %s", seed, p, before, after)
 			}
+		}
+	}
+}
+
+// TestConcurrentPlans: plans made at the same time, which share the pool
+// of working arrays, are the plans made one by one, reasons included.
+func TestConcurrentPlans(t *testing.T) {
+	type job struct {
+		s    State
+		p    Policy
+		want string
+	}
+	var jobs []job
+	for seed := uint64(1); seed <= 20; seed++ {
+		s := randomState(seed)
+		for _, p := range Policies {
+			plan, err := Assign(s, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			jobs = append(jobs, job{s, p, fmt.Sprintf("%+v", plan)})
+		}
+	}
+	errs := make(chan error, 4)
+	for w := range 4 {
+		go func() {
+			for round := range 10 {
+				for k := range jobs {
+					j := jobs[(k+w*7+round)%len(jobs)]
+					plan, err := Assign(j.s, j.p)
+					if err == nil && fmt.Sprintf("%+v", plan) != j.want {
+						err = fmt.Errorf("policy %s: a concurrent plan differs from the one made alone", j.p)
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -8,7 +8,9 @@
 // instances (capacity, rack, leaving, the tasks each holds as active,
 // standby or learner, and per-task lag) and the config (standbys, max
 // learners, acceptable lag). It returns a Plan. It has no clock, no I/O, no
-// goroutines and no memory between calls; it does not modify its input;
+// goroutines and no memory between calls (it reuses its working arrays
+// from one call to the next, cleared, so nothing of a plan depends on an
+// earlier one); it does not modify its input;
 // the same state gives the same plan whatever the order of its lists. That
 // is what lets any member lead: a leader that crashes mid-scaling is
 // replaced by one that computes the same plan from the same

@@ -12,9 +12,9 @@ import (
 // unequal load heaviest first).
 func planEager(g *group) Plan {
 	n := len(g.tasks)
-	owner := make([]int, n)
-	revoked := make([]int, n)
-	learner := make([]int, n)
+	owner := g.sc.ints.get(n)
+	revoked := g.sc.ints.get(n)
+	learner := g.sc.ints.get(n)
 	for t := range n {
 		owner[t], revoked[t], learner[t] = none, g.owner[t], none
 	}

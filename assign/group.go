@@ -19,6 +19,7 @@ type group struct {
 	cfg   Config
 	tasks []Task
 	insts []Instance
+	sc    *scratch // lends the per-plan arrays
 
 	owner     []int        // task -> live instance that has it active, or none
 	learners  taskLists    // task -> instances holding it as learner, ascending
@@ -97,8 +98,8 @@ func newBucket(g *group, stateful bool) *bucket {
 // They share their per-task arrays: a task is in one bucket only.
 func newBuckets(g *group) [2]*bucket {
 	n := len(g.tasks)
-	pos := make([]int, n)
-	weight := make([]float64, n)
+	pos := g.sc.ints.get(n)
+	weight := g.sc.floats.get(n)
 	var bs [2]*bucket
 	var size [2]int
 	var first [2]float64 // the load of each bucket's first task
@@ -122,7 +123,7 @@ func newBuckets(g *group) [2]*bucket {
 		size[k]++
 	}
 	for k, b := range bs {
-		b.tasks = make([]int, 0, size[k])
+		b.tasks = g.sc.ints.get(size[k])[:0]
 	}
 	for t, task := range g.tasks {
 		b := bs[which(task)]
@@ -268,7 +269,7 @@ func (b *bucket) placeAll(ts []int, at func(t int) int) {
 	for _, c := range b.count {
 		total += c
 	}
-	backing := make([]int, total)
+	backing := b.g.sc.ints.get(total)
 	for i, c := range b.count {
 		b.on[i] = backing[:0:c]
 		backing = backing[c:]

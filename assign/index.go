@@ -13,7 +13,7 @@ import (
 // cost is most of a plan's, so it works in flat arrays: one open-addressing
 // table from task id to index, and every per-task list of instances
 // (learners, standbys, holders of local state) cut from one shared slice.
-func build(s State) (*group, error) {
+func build(s State, sc *scratch) (*group, error) {
 	c := s.Config
 	if c.Standbys < 0 {
 		return nil, fieldErr("config.standbys", "must be >= 0, got %d", c.Standbys)
@@ -26,7 +26,7 @@ func build(s State) (*group, error) {
 	}
 	n := len(s.Tasks)
 	var ids idTable
-	ids.init(n)
+	ids.init(n, sc)
 	for k, t := range s.Tasks {
 		if t.ID == "" {
 			return nil, fieldErr(fmt.Sprintf("tasks[%d].id", k), "must not be empty")
@@ -39,7 +39,7 @@ func build(s State) (*group, error) {
 		}
 	}
 
-	g := &group{cfg: c}
+	g := &group{cfg: c, sc: sc}
 	// Tasks in id order. Callers that list them sorted already (the
 	// simulator does) skip the sort; then the rank of a task is its input
 	// index and rank is left nil.
@@ -47,8 +47,8 @@ func build(s State) (*group, error) {
 	if tasksSorted(s.Tasks) {
 		g.tasks = s.Tasks // read only, like the rest of s
 	} else {
-		order := sortIDs(s.Tasks) // sorted rank -> input index
-		rank = make([]int32, n)
+		order := sortIDs(s.Tasks, sc) // sorted rank -> input index
+		rank = sc.int32s.get(n)
 		g.tasks = make([]Task, n)
 		for r, o := range order {
 			rank[o.k] = int32(r)
@@ -98,7 +98,7 @@ func build(s State) (*group, error) {
 		}
 	}
 
-	g.owner = make([]int, n)
+	g.owner = sc.ints.get(n)
 	for t := range g.owner {
 		g.owner[t] = none
 	}
@@ -115,14 +115,14 @@ func build(s State) (*group, error) {
 			roles[1] += len(in.Learner)
 			lags += len(in.Lag)
 		}
-		roleEntries[0] = make([]entry, 0, roles[0])
-		roleEntries[1] = make([]entry, 0, roles[1])
-		lagEntries = make([]entry, 0, lags)
+		roleEntries[0] = sc.entries.get(roles[0])[:0]
+		roleEntries[1] = sc.entries.get(roles[1])[:0]
+		lagEntries = sc.entries.get(lags)[:0]
 	}
 	roleSpan := make([][2][2]int32, m) // input instance -> role -> [start, end) in roleEntries
 	lagSpan := make([][2]int32, m)
-	seenBy := make([]int32, n) // task -> input instance index + 1 that last listed it
-	seenAs := make([]uint8, n)
+	seenBy := sc.int32s.get(n) // task -> input instance index + 1 that last listed it
+	seenAs := sc.bytes.get(n)
 	roleNames := [3]string{"active", "standby", "learner"}
 	names := make(map[string]bool, m)
 	for k, in := range s.Instances {
@@ -189,14 +189,15 @@ func build(s State) (*group, error) {
 		if len(entries) == 0 {
 			return taskLists{}
 		}
-		l := taskLists{start: make([]int32, n+1), flat: make([]int, len(entries))}
+		l := taskLists{start: sc.int32s.get(n + 1), flat: sc.ints.get(len(entries))}
 		for _, e := range entries {
 			l.start[e.task+1]++
 		}
 		for t := range n {
 			l.start[t+1] += l.start[t]
 		}
-		fill := slices.Clone(l.start[:n])
+		fill := sc.int32s.get(n)
+		copy(fill, l.start[:n])
 		for i, k := range iorder {
 			sp := span(k)
 			for _, e := range entries[sp[0]:sp[1]] {
@@ -211,7 +212,7 @@ func build(s State) (*group, error) {
 	}
 	g.standbys = perTask(roleEntries[0], func(k int) [2]int32 { return roleSpan[k][0] }, nil)
 	g.learners = perTask(roleEntries[1], func(k int) [2]int32 { return roleSpan[k][1] }, nil)
-	g.holderLag = make([]int64, len(lagEntries))
+	g.holderLag = sc.int64s.get(len(lagEntries))
 	g.holders = perTask(lagEntries, func(k int) [2]int32 { return lagSpan[k] }, g.holderLag)
 	g.hasState = make([]bool, m)
 	g.instLags = make([][]lagEntry, m)
@@ -266,8 +267,8 @@ func tasksSorted(tasks []Task) bool {
 // It sorts by prefix with a least-significant-digit radix sort, one pass
 // per byte of the prefix that is not the same in every id, then sorts
 // each run of equal prefixes by whole id.
-func sortIDs(tasks []Task) []keyed {
-	order := make([]keyed, len(tasks))
+func sortIDs(tasks []Task, sc *scratch) []keyed {
+	order := sc.keys.get(len(tasks))
 	var counts [8][256]int
 	for k, t := range tasks {
 		var p uint64
@@ -279,7 +280,7 @@ func sortIDs(tasks []Task) []keyed {
 			counts[d][byte(p>>(8*d))]++
 		}
 	}
-	tmp := make([]keyed, len(tasks))
+	tmp := sc.keys.get(len(tasks))
 	for d := range 8 {
 		c := &counts[d]
 		if len(tasks) == 0 || c[byte(order[0].prefix>>(8*d))] == len(tasks) {
@@ -321,12 +322,12 @@ type idTable struct {
 	mask  uint64
 }
 
-func (tb *idTable) init(n int) {
+func (tb *idTable) init(n int, sc *scratch) {
 	size := 8
 	for size < 2*n {
 		size <<= 1
 	}
-	tb.slots = make([]int32, size)
+	tb.slots = sc.int32s.get(size)
 	tb.mask = uint64(size - 1)
 }
 

@@ -32,7 +32,7 @@ func TestSortIDs(t *testing.T) {
 	for _, n := range []int{0, 1, 2, 10, 1000, 20000} {
 		tasks := randomIDs(rng, n)
 		var got []TaskID
-		for _, o := range sortIDs(tasks) {
+		for _, o := range sortIDs(tasks, new(scratch)) {
 			got = append(got, tasks[o.k].ID)
 		}
 		want := make([]TaskID, 0, n)
@@ -55,7 +55,7 @@ func TestIDTable(t *testing.T) {
 	all := randomIDs(rng, 6000)
 	tasks, absent := all[:5000], all[5000:]
 	var tb idTable
-	tb.init(len(tasks))
+	tb.init(len(tasks), new(scratch))
 	for k := range tasks {
 		if !tb.insert(tasks, k) {
 			t.Fatalf("task %d reported as a duplicate", k)

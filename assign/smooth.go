@@ -52,12 +52,12 @@ func (p *planner) name(i int) string { return p.g.insts[i].ID }
 func planIncremental(g *group, policy Policy) Plan {
 	n := len(g.tasks)
 	p := &planner{g: g, policy: policy, learners: policy == Smooth}
-	p.newOwner = make([]int, n)
-	p.revokedBy = make([]int, n)
-	p.learner = make([]int, n)
-	p.moveSeq = make([]int, n)
-	p.forced = make([]bool, n)
-	p.pinned = make([]bool, n)
+	p.newOwner = g.sc.ints.get(n)
+	p.revokedBy = g.sc.ints.get(n)
+	p.learner = g.sc.ints.get(n)
+	p.moveSeq = g.sc.ints.get(n)
+	p.forced = g.sc.bools.get(n)
+	p.pinned = g.sc.bools.get(n)
 	p.cause = map[int]moveCause{}
 	for t := range n {
 		p.newOwner[t], p.revokedBy[t], p.learner[t] = none, none, none

@@ -154,7 +154,7 @@ func sameSet(a, b []TaskID) bool {
 // checkBalanced verifies the stable plan's promises (spec item 10 and the
 // standby count of item 8).
 func checkBalanced(s State, p Plan) error {
-	g, err := build(s)
+	g, err := build(s, new(scratch))
 	if err != nil {
 		return err
 	}
