@@ -237,6 +237,7 @@ func newEngine(sc *Scenario, pol Policy, opt Options) (*engine, error) {
 		e.tasks = append(e.tasks, t)
 		e.taskIx[ts.ID] = i
 	}
+	e.indexTasks()
 	for _, is := range sc.Instances {
 		in := e.addInstance(is)
 		for _, id := range is.Active {
@@ -712,6 +713,23 @@ func (e *engine) pauseWorld() {
 	e.detail("pause", fmt.Sprintf("%d tasks stop for the rebalance", n))
 }
 
+// indexTasks ranks the tasks in byte order of their ids and builds the
+// assignor's task list in that order (assign then need not sort it).
+func (e *engine) indexTasks() {
+	order := make([]int, len(e.tasks))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(string(e.tasks[a].spec.ID), string(e.tasks[b].spec.ID)) })
+	e.rank = make([]int, len(e.tasks))
+	e.stTasks = make([]assign.Task, len(e.tasks))
+	for r, ti := range order {
+		t := e.tasks[ti]
+		e.rank[ti] = r
+		e.stTasks[r] = assign.Task{ID: t.spec.ID, Stateful: t.spec.Stateful, Load: t.spec.Load}
+	}
+}
+
 // state builds the assignor's input from the members, as their
 // subscriptions would describe them now. What does not change between
 // rounds is kept: the task list, and every member's lists and lag map,
@@ -719,20 +737,6 @@ func (e *engine) pauseWorld() {
 // and the lists of members whose roles changed rebuilt. The assignor and
 // the checks only read the state; it is good until the next call.
 func (e *engine) state() (assign.State, []*instState) {
-	if e.stTasks == nil {
-		order := make([]int, len(e.tasks))
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortFunc(order, func(a, b int) int { return strings.Compare(string(e.tasks[a].spec.ID), string(e.tasks[b].spec.ID)) })
-		e.rank = make([]int, len(e.tasks))
-		e.stTasks = make([]assign.Task, len(e.tasks))
-		for r, ti := range order {
-			t := e.tasks[ti]
-			e.rank[ti] = r
-			e.stTasks[r] = assign.Task{ID: t.spec.ID, Stateful: t.spec.Stateful, Load: t.spec.Load}
-		}
-	}
 	s := assign.State{Config: e.sc.Config, Tasks: e.stTasks}
 	var members []*instState
 	for _, in := range e.insts {
