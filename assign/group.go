@@ -21,15 +21,17 @@ type group struct {
 	insts []Instance
 	sc    *scratch // lends the per-plan arrays
 
-	owner     []int        // task -> live instance that has it active, or none
-	learners  taskLists    // task -> instances holding it as learner, ascending
-	standbys  taskLists    // task -> instances holding it as standby, ascending
-	holders   taskLists    // task -> instances with local state for it, ascending
-	holderLag []int64      // the lag of each holders entry, at the same position
-	hasState  []bool       // instance -> has local state for some stateful task
-	instLags  [][]lagEntry // instance -> its local state: stateful tasks and lags, in no order
-	leaving   []bool       // instance -> leaving
-	live      int          // number of non-leaving instances
+	owner        []int        // task -> live instance that has it active, or none
+	learners     taskLists    // task -> instances holding it as learner, ascending
+	standbys     taskLists    // task -> instances holding it as standby, ascending
+	holders      taskLists    // task -> instances with local state for it, ascending
+	holderLag    []int64      // the lag of each holders entry, at the same position
+	hasState     []bool       // instance -> has local state for some stateful task
+	instLags     [][]lagEntry // instance -> its local state: stateful tasks and lags, in no order
+	leaving      []bool       // instance -> leaving
+	learnerTasks []int        // tasks with a learner in the input, ascending
+	nStateful    int          // number of stateful tasks
+	live         int          // number of non-leaving instances
 }
 
 // lagOf is instance i's lag on task t, or noState.
@@ -98,44 +100,39 @@ func newBucket(g *group, stateful bool) *bucket {
 // They share their per-task arrays: a task is in one bucket only.
 func newBuckets(g *group) [2]*bucket {
 	n := len(g.tasks)
-	pos := g.sc.ints.get(n)
+	pos := g.sc.ints.filled(n, none)
 	weight := g.sc.floats.get(n)
 	var bs [2]*bucket
-	var size [2]int
 	var first [2]float64 // the load of each bucket's first task
+	size := [2]int{g.nStateful, n - g.nStateful}
 	for k := range bs {
 		bs[k] = &bucket{g: g, stateful: k == 0, pos: pos, weight: weight, uniform: true}
-	}
-	which := func(task Task) int {
-		if task.Stateful {
-			return 0
-		}
-		return 1
+		bs[k].tasks = g.sc.ints.get(size[k])[:0]
 	}
 	for t, task := range g.tasks {
-		pos[t] = none
-		k := which(task)
-		if size[k] == 0 {
+		k := 1
+		if task.Stateful {
+			k = 0
+		}
+		b := bs[k]
+		if len(b.tasks) == 0 {
 			first[k] = task.Load
 		} else if task.Load != first[k] {
-			bs[k].uniform = false
+			b.uniform = false
 		}
-		size[k]++
-	}
-	for k, b := range bs {
-		b.tasks = g.sc.ints.get(size[k])[:0]
-	}
-	for t, task := range g.tasks {
-		b := bs[which(task)]
 		b.tasks = append(b.tasks, t)
-		w := 1.0
-		if !b.uniform {
-			w = task.Load
-		}
-		weight[t] = w
-		b.totalW += w
-		if w > b.maxW { // loads are finite and > 0
-			b.maxW = w
+	}
+	for _, b := range bs {
+		for _, t := range b.tasks {
+			w := 1.0
+			if !b.uniform {
+				w = g.tasks[t].Load
+			}
+			weight[t] = w
+			b.totalW += w
+			if w > b.maxW { // loads are finite and > 0
+				b.maxW = w
+			}
 		}
 	}
 	for _, b := range bs {

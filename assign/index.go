@@ -40,6 +40,11 @@ func build(s State, sc *scratch) (*group, error) {
 	}
 
 	g := &group{cfg: c, sc: sc}
+	for _, t := range s.Tasks {
+		if t.Stateful {
+			g.nStateful++
+		}
+	}
 	// Tasks in id order. Callers that list them sorted already (the
 	// simulator does) skip the sort; then the rank of a task is its input
 	// index and rank is left nil.
@@ -212,6 +217,11 @@ func build(s State, sc *scratch) (*group, error) {
 	}
 	g.standbys = perTask(roleEntries[0], func(k int) [2]int32 { return roleSpan[k][0] }, nil)
 	g.learners = perTask(roleEntries[1], func(k int) [2]int32 { return roleSpan[k][1] }, nil)
+	for _, e := range roleEntries[1] {
+		g.learnerTasks = append(g.learnerTasks, int(e.task))
+	}
+	slices.Sort(g.learnerTasks)
+	g.learnerTasks = slices.Compact(g.learnerTasks)
 	g.holderLag = sc.int64s.get(len(lagEntries))
 	g.holders = perTask(lagEntries, func(k int) [2]int32 { return lagSpan[k] }, g.holderLag)
 	g.hasState = make([]bool, m)

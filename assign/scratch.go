@@ -39,6 +39,22 @@ type bufs[T any] struct {
 
 // get lends a cleared array of length n.
 func (b *bufs[T]) get(n int) []T {
+	s := b.take(n)
+	clear(s)
+	return s
+}
+
+// filled lends an array of length n with every element v.
+func (b *bufs[T]) filled(n int, v T) []T {
+	s := b.take(n)
+	for k := range s {
+		s[k] = v
+	}
+	return s
+}
+
+// take lends an array of length n as it was left.
+func (b *bufs[T]) take(n int) []T {
 	if b.next == len(b.list) {
 		b.list = append(b.list, nil)
 	}
@@ -47,7 +63,6 @@ func (b *bufs[T]) get(n int) []T {
 		s = make([]T, n, n+n/8)
 	} else {
 		s = s[:n]
-		clear(s)
 	}
 	b.list[b.next] = s
 	b.next++

@@ -26,6 +26,7 @@ type planner struct {
 	newOwner  []int // task -> instance it is active on in the plan, or none
 	revokedBy []int // task -> instance revoking it this round, or none
 	learner   []int // task -> kept or new learner host in the plan, or none
+	nLearners int   // learners in the plan so far, in every bucket
 	standby   [][]int
 	moveSeq   []int // task -> order in which its last move was decided (0: never)
 	forced    []bool
@@ -52,16 +53,13 @@ func (p *planner) name(i int) string { return p.g.insts[i].ID }
 func planIncremental(g *group, policy Policy) Plan {
 	n := len(g.tasks)
 	p := &planner{g: g, policy: policy, learners: policy == Smooth}
-	p.newOwner = g.sc.ints.get(n)
-	p.revokedBy = g.sc.ints.get(n)
-	p.learner = g.sc.ints.get(n)
+	p.newOwner = g.sc.ints.filled(n, none)
+	p.revokedBy = g.sc.ints.filled(n, none)
+	p.learner = g.sc.ints.filled(n, none)
 	p.moveSeq = g.sc.ints.get(n)
 	p.forced = g.sc.bools.get(n)
 	p.pinned = g.sc.bools.get(n)
 	p.cause = map[int]moveCause{}
-	for t := range n {
-		p.newOwner[t], p.revokedBy[t], p.learner[t] = none, none, none
-	}
 	p.keepLearners()
 	for _, b := range newBuckets(g) {
 		p.position(b)
@@ -87,10 +85,7 @@ func (p *planner) keepLearners() {
 		lag  int64
 	}
 	var all []kept
-	for t := range g.tasks {
-		if len(g.learners.of(t)) == 0 {
-			continue
-		}
+	for _, t := range g.learnerTasks {
 		best := none
 		for _, i := range g.learners.of(t) {
 			switch {
@@ -120,6 +115,7 @@ func (p *planner) keepLearners() {
 			continue
 		}
 		p.learner[l.t] = l.i
+		p.nLearners++
 	}
 }
 
@@ -446,6 +442,9 @@ func (p *planner) realize(b *bucket) {
 			if l != none && l != at {
 				p.why(ReasonDropLearner, t, l, "the task moves to %s instead", p.name(at))
 			}
+			if l != none {
+				p.nLearners--
+			}
 			p.learner[t], l = none, none
 			p.why(ReasonRevoke, t, o, "%s; moves to %s%s", p.cause[t], p.name(at), p.warmth(b, t, at))
 		case l == at:
@@ -459,12 +458,7 @@ func (p *planner) realize(b *bucket) {
 		if l != none && l != at && g.caughtUp(l, t) {
 			p.why(ReasonDropLearner, t, l, "ready, but the plan does not move the task to %s", p.name(l))
 			p.learner[t] = none
-		}
-	}
-	total := 0 // learners in the plan so far, in every bucket
-	for t := range g.tasks {
-		if p.learner[t] != none {
-			total++
+			p.nLearners--
 		}
 	}
 	slices.SortStableFunc(newLearners, func(a, c wanted) int {
@@ -478,11 +472,11 @@ func (p *planner) realize(b *bucket) {
 		return cmp.Compare(p.moveSeq[x], p.moveSeq[y])
 	})
 	for _, nl := range newLearners {
-		if total >= g.cfg.MaxLearners {
+		if p.nLearners >= g.cfg.MaxLearners {
 			break
 		}
 		p.learner[nl.t] = nl.i
-		total++
+		p.nLearners++
 		p.why(ReasonLearner, nl.t, nl.i, "%s; %s warms a copy first (its lag: %s)", p.cause[nl.t], p.name(nl.i), lagText(g.lagOf(nl.i, nl.t)))
 	}
 }
