@@ -298,8 +298,8 @@ func (b *bucket) after(i int) {
 		b.outOfLine++
 	}
 	if b.low != nil && !b.g.leaving[i] {
-		heap.Fix(b.low, b.low.index[i])
-		heap.Fix(b.high, b.high.index[i])
+		b.low.fix(b.low.index[i])
+		b.high.fix(b.high.index[i])
 	}
 }
 
@@ -327,6 +327,44 @@ func (h *instHeap) Pop() any {
 	i := h.items[len(h.items)-1]
 	h.items = h.items[:len(h.items)-1]
 	return i
+}
+
+// fix is heap.Fix(h, k) without the interface calls: it runs on every
+// move the balance makes.
+func (h *instHeap) fix(k int) {
+	if !h.down(k) {
+		h.up(k)
+	}
+}
+
+func (h *instHeap) down(k0 int) bool {
+	k, n := k0, len(h.items)
+	for {
+		c := 2*k + 1
+		if c >= n || c < 0 {
+			break
+		}
+		if r := c + 1; r < n && h.less(h.items[r], h.items[c]) {
+			c = r
+		}
+		if !h.less(h.items[c], h.items[k]) {
+			break
+		}
+		h.Swap(k, c)
+		k = c
+	}
+	return k > k0
+}
+
+func (h *instHeap) up(k int) {
+	for k > 0 {
+		p := (k - 1) / 2
+		if !h.less(h.items[k], h.items[p]) {
+			break
+		}
+		h.Swap(k, p)
+		k = p
+	}
 }
 
 // top returns the first instance in heap order that ok accepts, or none.

@@ -235,7 +235,8 @@ func (p *planner) balance(b *bucket) {
 	if p.g.live == 0 {
 		return
 	}
-	stuck := make(map[int]bool) // instances with nothing that can move now
+	stuck := make([]bool, len(p.g.insts)) // instances with nothing that can move now
+	var stuckList []int
 	for !b.balanced() {
 		from, to := b.heaviest(func(i int) bool { return !stuck[i] }), b.lightest()
 		if from == none || to == none || from == to {
@@ -244,9 +245,13 @@ func (p *planner) balance(b *bucket) {
 		t := p.pick(b, from, to)
 		if t == none {
 			stuck[from] = true
+			stuckList = append(stuckList, from)
 			continue
 		}
-		clear(stuck)
+		for _, i := range stuckList {
+			stuck[i] = false
+		}
+		stuckList = stuckList[:0]
 		p.cause[t] = b.causeOf(from, to)
 		b.place(t, to)
 		p.seq++
