@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/baton-streams/baton/state"
 )
 
 // Guarantee is what an App promises about records it processes when an
@@ -324,6 +327,109 @@ func (a *App) rollbackLocked() {
 	a.rewind.Store(true)
 }
 
+// catchUpStores applies to the stores of active tasks what their
+// changelogs hold, committed, beyond the stores' checkpoints. It runs on
+// the loop while no worker or rebalance callback runs.
+func (a *App) catchUpStores(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	type copyOf struct {
+		t *task
+		s *taskStore
+	}
+	byPart := map[string]map[int32]copyOf{}
+	var topics []string
+	for _, t := range a.tasks {
+		if t.role != roleActive {
+			continue
+		}
+		for _, s := range t.stores {
+			if byPart[s.changelog] == nil {
+				byPart[s.changelog] = map[int32]copyOf{}
+				topics = append(topics, s.changelog)
+			}
+			byPart[s.changelog][t.part] = copyOf{t, s}
+		}
+	}
+	if len(topics) == 0 {
+		return nil
+	}
+	ends, err := a.admin.ListCommittedOffsets(ctx, topics...)
+	if err != nil {
+		return fmt.Errorf("baton: changelog ends to catch up: %w", err)
+	}
+	from := map[string]map[int32]kgo.Offset{}
+	behind := map[string]map[int32]int64{}
+	for topic, parts := range byPart {
+		for p, c := range parts {
+			if o, ok := ends.Lookup(topic, p); ok && o.Err == nil && o.Offset > c.s.checkpoint {
+				if from[topic] == nil {
+					from[topic], behind[topic] = map[int32]kgo.Offset{}, map[int32]int64{}
+				}
+				from[topic][p] = kgo.NewOffset().At(c.s.checkpoint)
+				behind[topic][p] = o.Offset
+			}
+		}
+	}
+	if len(from) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(a.cfg.brokers...), kgo.ConsumePartitions(from),
+		kgo.FetchMaxWait(50 * time.Millisecond)}, a.cfg.kgoOpts...), a.restoreClientOpts()...)...)
+	if err != nil {
+		return fmt.Errorf("baton: changelog reader to catch up: %w", err)
+	}
+	defer cl.Close()
+	left := 0
+	for _, parts := range behind {
+		left += len(parts)
+	}
+	for left > 0 {
+		fetches := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("baton: catching stores up with their changelogs: %w", err)
+		}
+		var ferr error
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			c, ok := byPart[fp.Topic][fp.Partition]
+			end, want := behind[fp.Topic][fp.Partition]
+			if !ok || !want || len(fp.Records) == 0 || ferr != nil {
+				return
+			}
+			b := &state.Batch{}
+			next := c.s.checkpoint
+			for _, r := range fp.Records {
+				if r.Offset < next {
+					continue
+				}
+				next = r.Offset + 1
+				switch {
+				case r.Attrs.IsControl():
+				case r.Value == nil:
+					b.Delete(r.Key)
+				default:
+					b.Put(r.Key, r.Value)
+				}
+			}
+			if err := c.s.st.Apply(b, next); err != nil {
+				ferr = fmt.Errorf("baton: task %s store %s: catching up to offset %d: %w", c.t.id, c.s.name, next, err)
+				return
+			}
+			a.log.Info("store caught up with a committed transaction", "task", c.t.id, "store", c.s.name, "from", c.s.checkpoint, "to", next)
+			c.s.checkpoint, c.s.end = next, max(c.s.end, next)
+			c.s.acked.Store(next)
+			if next >= end {
+				delete(behind[fp.Topic], fp.Partition)
+				left--
+			}
+		})
+		if ferr != nil {
+			return ferr
+		}
+	}
+	return nil
+}
+
 // rewindInput sets the input position of every active task back to its
 // last committed offset (the start of the partition when none). It runs
 // on the loop between a poll and AllowRebalance, as SetOffsets requires.
@@ -343,7 +449,15 @@ func (a *App) rewindInput(ctx context.Context) error {
 	if len(parts) == 0 {
 		return nil
 	}
-	committed, err := a.admin.FetchOffsets(ctx, a.cfg.appID)
+	// A transaction whose commit had an unknown outcome (the cluster went
+	// away during EndTxn) may have committed after all. Its offsets are
+	// then committed, and its changelog writes are in the changelogs but
+	// not in the stores: bring the stores up to their changelogs, and read
+	// offsets only once no transactional commit is pending.
+	if err := a.catchUpStores(ctx); err != nil {
+		return err
+	}
+	committed, err := a.admin.FetchOffsets(kadm.RequireStable(ctx), a.cfg.appID)
 	if err != nil {
 		return fmt.Errorf("baton: reading committed offsets to rewind: %w", err)
 	}

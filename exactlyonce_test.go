@@ -1,7 +1,9 @@
 package baton
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,4 +100,35 @@ func TestExactlyOnceScaling(t *testing.T) {
 		// abort would throw away every task's work since the last commit.
 		t.Errorf("%v transactions aborted during graceful joins and drains", aborted)
 	}
+}
+
+// TestExactlyOnceAbortCatchesUpStores: a transaction whose commit outcome
+// is unknown may have committed. After the abort, the stores of active
+// tasks are brought up to what their changelogs hold before processing
+// goes on. Here the changelog holds a committed write the store lacks
+// (alpha=999); after an abort the next "alpha" must count 1000.
+func TestExactlyOnceAbortCatchesUpStores(t *testing.T) {
+	h := newHarness(t, 4)
+	a := h.start("a", WithGuarantee(ExactlyOnce))
+	h.produce(50)
+	h.waitExact(60 * time.Second)
+	h.eventually(30*time.Second, "a to run every task", func() bool { _, all := owners(a); return all })
+
+	changelog := topology.ChangelogTopic(h.appID, "counts")
+	rec := &kgo.Record{Topic: changelog, Partition: topology.Partition([]byte("alpha"), 4), Key: []byte("alpha"), Value: []byte("999")}
+	if err := h.prod.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	a.app.mu.Lock()
+	err := a.app.abortTxnLocked(errors.New("test: a commit with an unknown outcome"))
+	a.app.mu.Unlock()
+	if err == nil || !strings.Contains(err.Error(), "unknown outcome") {
+		t.Fatalf("abortTxnLocked returned %v, want its cause", err)
+	}
+	if err := h.prod.ProduceSync(context.Background(), &kgo.Record{Topic: h.input, Value: []byte("alpha")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(30*time.Second, "alpha to count 1000", func() bool { return h.counts()["alpha"] == 1000 })
+	h.words["alpha"] = 1000
+	h.waitExact(30 * time.Second)
 }

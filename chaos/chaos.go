@@ -58,6 +58,11 @@ type Result struct {
 	Lost       int64          `json:"lost"`       // occurrences missing from counts
 	Duplicated int64          `json:"duplicated"` // occurrences counted twice
 	LowWords   []string       `json:"low_words,omitempty"`
+	// InputLost counts occurrences the cluster acknowledged to the
+	// producer but no longer holds in the input topic at the end (lost
+	// by a cluster restart). Lost and Duplicated are measured against
+	// the input the cluster does hold.
+	InputLost int64 `json:"input_lost"`
 }
 
 // OK reports whether the run kept its guarantee: nothing lost; under
@@ -78,8 +83,12 @@ func (r Result) String() string {
 	for _, k := range slices.Sorted(maps.Keys(r.Events)) {
 		ev = append(ev, fmt.Sprintf("%s=%d", k, r.Events[k]))
 	}
-	return fmt.Sprintf("seed %d, %s: events %s; records in %d, words %d, lost %d, duplicated %d",
-		r.Seed, r.Guarantee, strings.Join(ev, " "), r.RecordsIn, r.Words, r.Lost, r.Duplicated)
+	lostIn := ""
+	if r.InputLost > 0 {
+		lostIn = fmt.Sprintf(" (input lost by the cluster: %d)", r.InputLost)
+	}
+	return fmt.Sprintf("seed %d, %s: events %s; records in %d, words %d, lost %d, duplicated %d%s",
+		r.Seed, r.Guarantee, strings.Join(ev, " "), r.RecordsIn, r.Words, r.Lost, r.Duplicated, lostIn)
 }
 
 type instance struct {
@@ -200,15 +209,24 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, err
 	}
 	r.say("input stopped; waiting for every count to settle")
-	got, err := r.settle(ctx)
+	stored, err := r.readInput(ctx)
+	if err != nil {
+		return res, err
+	}
+	got, err := r.settle(ctx, stored)
 	if err != nil {
 		return res, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	res.RecordsIn, res.Words = r.in, len(r.words)
-	for _, w := range slices.Sorted(maps.Keys(r.words)) {
-		want, have := r.words[w], got[w]
+	for w, n := range r.words {
+		if stored[w] < n {
+			res.InputLost += n - stored[w]
+		}
+	}
+	for _, w := range slices.Sorted(maps.Keys(stored)) {
+		want, have := stored[w], got[w]
 		switch {
 		case have < want:
 			res.Lost += want - have
@@ -493,9 +511,47 @@ func (r *run) produce(ctx context.Context, cl *kgo.Client) error {
 	}
 }
 
+// readInput counts the words of every line the input topic holds.
+func (r *run) readInput(ctx context.Context) (map[string]int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.ConsumeTopics("lines"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, "lines")
+	if err != nil {
+		return nil, err
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	out := map[string]int64{}
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for len(want) > 0 {
+		f := cl.PollFetches(rctx)
+		if rctx.Err() != nil {
+			return nil, fmt.Errorf("chaos: reading the input back: %w", rctx.Err())
+		}
+		f.EachRecord(func(rec *kgo.Record) {
+			for _, w := range strings.Fields(string(rec.Value)) {
+				out[w]++
+			}
+			if rec.Offset+1 >= want[rec.Partition] {
+				delete(want, rec.Partition)
+			}
+		})
+	}
+	return out, nil
+}
+
 // settle waits until the counts stop changing and every word is counted at
 // least as often as it occurred (or two minutes pass), and returns them.
-func (r *run) settle(ctx context.Context) (map[string]int64, error) {
+func (r *run) settle(ctx context.Context, input map[string]int64) (map[string]int64, error) {
 	deadline := time.Now().Add(2 * time.Minute)
 	var last map[string]int64
 	for {
@@ -503,12 +559,10 @@ func (r *run) settle(ctx context.Context) (map[string]int64, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.mu.Lock()
 		complete := true
-		for w, n := range r.words {
+		for w, n := range input {
 			complete = complete && got[w] >= n
 		}
-		r.mu.Unlock()
 		if (complete && fmt.Sprint(got) == fmt.Sprint(last)) || time.Now().After(deadline) {
 			return got, nil
 		}
