@@ -281,12 +281,15 @@ func (a *App) abortTxnLocked(cause error) error {
 	a.metrics.transactions.WithLabelValues("aborted").Inc()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := a.group.AbortBufferedRecords(ctx); err != nil {
+	bctx, bcancel := context.WithTimeout(ctx, 10*time.Second)
+	if err := a.group.AbortBufferedRecords(bctx); err != nil {
 		a.log.Warn("dropping unsent records", "err", err)
 	}
+	bcancel()
 	// An abort whose outcome is unknown (the cluster went away) is tried
 	// again: the client then fences the old transaction by bumping the
-	// producer epoch.
+	// producer epoch. An instance told to leave at once stops trying; the
+	// cluster aborts the transaction at its timeout.
 	for {
 		err := a.group.EndTransaction(ctx, kgo.TryAbort)
 		if err == nil {
@@ -294,12 +297,14 @@ func (a *App) abortTxnLocked(cause error) error {
 		}
 		a.log.Warn("aborting the transaction; trying again", "err", err)
 		select {
+		case <-a.leaveNow:
 		case <-ctx.Done():
-			err = fmt.Errorf("baton: aborting the transaction: %w (after %v)", err, cause)
-			a.fail(err)
-			return err
 		case <-time.After(200 * time.Millisecond):
+			continue
 		}
+		err = fmt.Errorf("baton: aborting the transaction: %w (after %v)", err, cause)
+		a.fail(err)
+		return err
 	}
 	a.rollbackLocked()
 	if err := a.beginTxn(); err != nil {
