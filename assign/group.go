@@ -123,11 +123,20 @@ func newBuckets(g *group) [2]*bucket {
 		b.tasks = append(b.tasks, t)
 	}
 	for _, b := range bs {
-		for _, t := range b.tasks {
-			w := 1.0
-			if !b.uniform {
-				w = g.tasks[t].Load
+		if b.uniform {
+			// Weight 1 each: the total is the count, exactly (as the sum
+			// of ones is, below 2^53).
+			for _, t := range b.tasks {
+				weight[t] = 1
 			}
+			b.totalW = float64(len(b.tasks))
+			if len(b.tasks) > 0 {
+				b.maxW = 1
+			}
+			continue
+		}
+		for _, t := range b.tasks {
+			w := g.tasks[t].Load
 			weight[t] = w
 			b.totalW += w
 			if w > b.maxW { // loads are finite and > 0
