@@ -48,6 +48,8 @@ func BenchmarkScaleOut(b *testing.B) {
 						b.Fatal(err)
 					}
 					b.ReportMetric(r.TimeToBalance.Seconds(), "sim-s-to-balance")
+					b.ReportMetric(r.UnavailableTaskSeconds, "unavail-task-s")
+					b.ReportMetric(float64(r.Moves), "moves")
 					b.ReportMetric(float64(r.Rebalances), "rebalances")
 					b.ReportMetric(inAssign.Seconds()/float64(b.N), "assign-s/op")
 				}
