@@ -59,6 +59,7 @@ func init() {
 	f.String("rack", "", "the instance's rack; standbys prefer other racks")
 	f.String("http", "", "serve /status, /metrics and / on this address (e.g. 127.0.0.1:0)")
 	f.String("guarantee", "at-least-once", "processing guarantee: at-least-once or exactly-once (Kafka transactions)")
+	f.Duration("transaction-timeout", 10*time.Second, "with --guarantee exactly-once: how long the cluster keeps a dead instance's open transaction (holding up its changelogs and output) before aborting it")
 	f.String("instance-id", "", "instance id (default: host-pid-random)")
 	f.Duration("heartbeat", 200*time.Millisecond, "group heartbeat interval")
 	f.Duration("session-timeout", 6*time.Second, "group session timeout")
@@ -137,6 +138,7 @@ func runWordcount(cmd *cobra.Command, _ []string) error {
 		baton.WithRack(str("rack")), baton.WithHeartbeatInterval(dur("heartbeat")), baton.WithSessionTimeout(dur("session-timeout")),
 		baton.WithDrainTimeout(dur("drain-timeout")), baton.WithLogger(logger), baton.WithMetrics(reg),
 		baton.WithCreateSinks(map[string]string{"cleanup.policy": "compact"}), baton.WithGuarantee(guarantee),
+		baton.WithTransactionTimeout(dur("transaction-timeout")),
 	}
 	if id := str("instance-id"); id != "" {
 		opts = append(opts, baton.WithInstanceID(id))

@@ -263,6 +263,7 @@ func TestRunStartupErrors(t *testing.T) {
 	check("bad workers", "--workers", append(base, "--brokers", brokers, "--state-dir", dir, "--workers", "0")...)
 	check("bad policy", "--policy", append(base, "--brokers", brokers, "--state-dir", dir, "--policy", "fast")...)
 	check("bad guarantee", "--guarantee", append(base, "--brokers", brokers, "--state-dir", dir, "--guarantee", "twice")...)
+	check("bad transaction timeout", "transaction timeout", append(base, "--brokers", brokers, "--state-dir", dir, "--guarantee", "exactly-once", "--transaction-timeout", "1ms")...)
 
 	// A second instance on a locked state dir refuses before contacting
 	// the cluster (the brokers here do not exist).
