@@ -513,38 +513,14 @@ func (r *run) produce(ctx context.Context, cl *kgo.Client) error {
 
 // readInput counts the words of every line the input topic holds.
 func (r *run) readInput(ctx context.Context) (map[string]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.ConsumeTopics("lines"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, "lines")
-	if err != nil {
-		return nil, err
-	}
-	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			want[o.Partition] = o.Offset
+	out := map[string]int64{}
+	err := counts.Scan(ctx, r.brokers, "lines", false, func(rec *kgo.Record) {
+		for _, w := range strings.Fields(string(rec.Value)) {
+			out[w]++
 		}
 	})
-	out := map[string]int64{}
-	rctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for len(want) > 0 {
-		f := cl.PollFetches(rctx)
-		if rctx.Err() != nil {
-			return nil, fmt.Errorf("chaos: reading the input back: %w", rctx.Err())
-		}
-		f.EachRecord(func(rec *kgo.Record) {
-			for _, w := range strings.Fields(string(rec.Value)) {
-				out[w]++
-			}
-			if rec.Offset+1 >= want[rec.Partition] {
-				delete(want, rec.Partition)
-			}
-		})
+	if err != nil {
+		return nil, fmt.Errorf("chaos: reading the input back: %w", err)
 	}
 	return out, nil
 }
