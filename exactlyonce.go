@@ -11,8 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
-
-	"github.com/baton-streams/baton/state"
 )
 
 // Guarantee is what an App promises about records it processes when an
@@ -146,15 +144,7 @@ func (a *App) commitTxnLocked(ctx context.Context, final bool) error {
 		return err
 	default:
 	}
-	offsets := map[string]map[int32]kgo.EpochOffset{}
-	for _, t := range tasks {
-		for topic, eo := range t.offsets {
-			if offsets[topic] == nil {
-				offsets[topic] = map[int32]kgo.EpochOffset{}
-			}
-			offsets[topic][t.part] = eo
-		}
-	}
+	offsets := inputOffsets(tasks)
 	if a.txnProduced.Load() == 0 {
 		// Nothing written: no transaction began in the cluster. The
 		// offsets alone are the commit.
@@ -401,28 +391,13 @@ func (a *App) catchUpStores(ctx context.Context) error {
 			if !ok || !want || len(fp.Records) == 0 || ferr != nil {
 				return
 			}
-			b := &state.Batch{}
-			next := c.s.checkpoint
-			for _, r := range fp.Records {
-				if r.Offset < next {
-					continue
-				}
-				next = r.Offset + 1
-				switch {
-				case r.Attrs.IsControl():
-				case r.Value == nil:
-					b.Delete(r.Key)
-				default:
-					b.Put(r.Key, r.Value)
-				}
-			}
-			if err := c.s.st.Apply(b, next); err != nil {
-				ferr = fmt.Errorf("baton: task %s store %s: catching up to offset %d: %w", c.t.id, c.s.name, next, err)
+			from := c.s.checkpoint
+			if _, err := c.s.applyChangelog(fp.Records); err != nil {
+				ferr = fmt.Errorf("baton: task %s store %s: catching up: %w", c.t.id, c.s.name, err)
 				return
 			}
-			a.log.Info("store caught up with a committed transaction", "task", c.t.id, "store", c.s.name, "from", c.s.checkpoint, "to", next)
-			c.s.checkpoint, c.s.end = next, max(c.s.end, next)
-			c.s.acked.Store(next)
+			next := c.s.checkpoint
+			a.log.Info("store caught up with a committed transaction", "task", c.t.id, "store", c.s.name, "from", from, "to", next)
 			if next >= end {
 				delete(behind[fp.Topic], fp.Partition)
 				left--

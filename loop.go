@@ -301,15 +301,9 @@ func commitResult(resp *kmsg.OffsetCommitResponse, err error) error {
 // store writes at the acknowledged changelog offsets; it returns the input
 // offsets that are now safe to commit.
 func (a *App) durableLocked(ctx context.Context, tasks []*task) (map[string]map[int32]kgo.EpochOffset, error) {
-	offsets := map[string]map[int32]kgo.EpochOffset{}
+	offsets := inputOffsets(tasks)
 	dirty := false
 	for _, t := range tasks {
-		for topic, eo := range t.offsets {
-			if offsets[topic] == nil {
-				offsets[topic] = map[int32]kgo.EpochOffset{}
-			}
-			offsets[topic][t.part] = eo
-		}
 		for _, s := range t.stores {
 			dirty = dirty || len(s.pending) > 0
 		}
@@ -330,6 +324,21 @@ func (a *App) durableLocked(ctx context.Context, tasks []*task) (map[string]map[
 		return nil, err
 	}
 	return offsets, nil
+}
+
+// inputOffsets are the next input offsets to commit for tasks, by topic
+// and partition.
+func inputOffsets(tasks []*task) map[string]map[int32]kgo.EpochOffset {
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for _, t := range tasks {
+		for topic, eo := range t.offsets {
+			if offsets[topic] == nil {
+				offsets[topic] = map[int32]kgo.EpochOffset{}
+			}
+			offsets[topic][t.part] = eo
+		}
+	}
+	return offsets
 }
 
 // applyPendingLocked applies each store's pending writes with the
@@ -681,33 +690,14 @@ func (a *App) restoreStep() bool {
 			return
 		}
 		s.end = max(s.end, p.HighWatermark)
-		b := &state.Batch{}
-		next := s.checkpoint
-		for _, r := range p.Records {
-			if r.Offset < s.checkpoint {
-				continue
-			}
-			if r.Attrs.IsControl() {
-				next = r.Offset + 1 // a transaction marker: no data
-				continue
-			}
-			if r.Value == nil {
-				b.Delete(r.Key)
-			} else {
-				b.Put(r.Key, r.Value)
-			}
-			next = r.Offset + 1
-		}
-		if next == s.checkpoint {
+		n, err := s.applyChangelog(p.Records)
+		if err != nil {
+			a.fail(fmt.Errorf("baton: task %s store %s: restoring: %w", t.id, s.name, err))
 			return
 		}
-		if err := s.st.Apply(b, next); err != nil {
-			a.fail(fmt.Errorf("baton: task %s store %s: restoring to offset %d: %w", t.id, s.name, next, err))
+		if n == 0 {
 			return
 		}
-		n := next - s.checkpoint
-		s.checkpoint = next
-		s.acked.Store(next)
 		a.metrics.restored.WithLabelValues(t.id).Add(float64(n))
 		if t.role == roleActive {
 			t.replayed += n

@@ -77,6 +77,37 @@ type pendingWrite struct {
 
 func (s *taskStore) lag() int64 { return max(0, s.end-s.checkpoint) }
 
+// applyChangelog applies changelog records at or past the checkpoint to
+// the store, in one batch with the new checkpoint, and returns how far
+// the checkpoint moved. Transaction markers move it without data.
+func (s *taskStore) applyChangelog(recs []*kgo.Record) (int64, error) {
+	b := &state.Batch{}
+	next := s.checkpoint
+	for _, r := range recs {
+		if r.Offset < next {
+			continue
+		}
+		next = r.Offset + 1
+		switch {
+		case r.Attrs.IsControl():
+		case r.Value == nil:
+			b.Delete(r.Key)
+		default:
+			b.Put(r.Key, r.Value)
+		}
+	}
+	n := next - s.checkpoint
+	if n == 0 {
+		return 0, nil
+	}
+	if err := s.st.Apply(b, next); err != nil {
+		return 0, fmt.Errorf("applying up to changelog offset %d: %w", next, err)
+	}
+	s.checkpoint, s.end = next, max(s.end, next)
+	s.acked.Store(next)
+	return n, nil
+}
+
 // taskContext is the topology.Context of a task.
 type taskContext struct {
 	a *App
