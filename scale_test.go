@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/baton-streams/baton/internal/faultnet"
+	"github.com/baton-streams/baton/internal/tick"
 )
 
 func TestMain(m *testing.M) {
@@ -41,21 +42,12 @@ func (h *harness) startFlow(every time.Duration) *flow {
 	h.t.Cleanup(f.stop)
 	go func() {
 		defer close(f.done)
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				h.wmu.Lock()
-				err := h.produceErr(20)
-				h.wmu.Unlock()
-				if err != nil {
-					return // the cluster is gone: the test ended
-				}
-			}
-		}
+		// An error means the cluster is gone: the test ended.
+		_ = tick.Every(ctx, every, func() error {
+			h.wmu.Lock()
+			defer h.wmu.Unlock()
+			return h.produceErr(20)
+		})
 	}()
 	return f
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/baton-streams/baton"
 	"github.com/baton-streams/baton/cluster"
 	"github.com/baton-streams/baton/internal/faultnet"
+	"github.com/baton-streams/baton/internal/tick"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -127,20 +128,12 @@ func (e *env) startFlow(rate, keys int) *flow {
 	f := &flow{cancel: cancel, done: make(chan error, 1)}
 	const every = 20 * time.Millisecond
 	go func() {
-		tick := time.NewTicker(every)
-		defer tick.Stop()
 		start := time.Now()
 		n := 0
-		for {
-			select {
-			case <-ctx.Done():
-				f.done <- nil
-				return
-			case <-tick.C:
-			}
+		f.done <- tick.Every(ctx, every, func() error {
 			due := int(time.Since(start).Seconds()*float64(rate)) - n
 			if due <= 0 {
-				continue
+				return nil
 			}
 			recs := make([]*kgo.Record, 0, due)
 			e.mu.Lock()
@@ -159,11 +152,11 @@ func (e *env) startFlow(rate, keys int) *flow {
 			}
 			e.mu.Unlock()
 			if err := e.cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-				f.done <- fmt.Errorf("bench: producing: %w", err)
-				return
+				return fmt.Errorf("bench: producing: %w", err)
 			}
 			f.produced.Add(int64(len(recs)))
-		}
+			return nil
+		})
 	}()
 	return f
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/baton-streams/baton"
+	"github.com/baton-streams/baton/internal/tick"
 )
 
 // Progress is one sample in which a task processed records on an
@@ -61,16 +62,7 @@ func (r *recorder) watch(in *instance) {
 
 // run samples until ctx is done.
 func (r *recorder) run(ctx context.Context) {
-	tick := time.NewTicker(r.interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		r.sample()
-	}
+	_ = tick.Every(ctx, r.interval, func() error { r.sample(); return nil })
 }
 
 func (r *recorder) sample() {

@@ -32,6 +32,7 @@ import (
 	"github.com/baton-streams/baton/cluster"
 	"github.com/baton-streams/baton/internal/counts"
 	"github.com/baton-streams/baton/internal/faultnet"
+	"github.com/baton-streams/baton/internal/tick"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -480,15 +481,8 @@ func (r *run) waitFor(timeout time.Duration, cond func() bool) bool {
 // produce writes keyed lines of words from a small vocabulary until ctx
 // ends, remembering every occurrence it got acknowledged.
 func (r *run) produce(ctx context.Context, cl *kgo.Client) error {
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
 	n := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
+	return tick.Every(ctx, 20*time.Millisecond, func() error {
 		var recs []*kgo.Record
 		counted := map[string]int64{}
 		for range 10 {
@@ -508,7 +502,8 @@ func (r *run) produce(ctx context.Context, cl *kgo.Client) error {
 		}
 		r.in += int64(len(recs))
 		r.mu.Unlock()
-	}
+		return nil
+	})
 }
 
 // readInput counts the words of every line the input topic holds.

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/baton-streams/baton"
+	"github.com/baton-streams/baton/internal/tick"
 )
 
 //go:embed assets
@@ -116,18 +117,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 // It returns nil when ctx ends. Without it the timeline only grows while
 // the page is open.
 func (h *Handler) Run(ctx context.Context) error {
-	tick := time.NewTicker(h.cfg.interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			sctx, cancel := context.WithTimeout(ctx, 2*h.cfg.peerTimeout)
-			h.Sample(sctx)
-			cancel()
-		}
-	}
+	return tick.Every(ctx, h.cfg.interval, func() error {
+		sctx, cancel := context.WithTimeout(ctx, 2*h.cfg.peerTimeout)
+		defer cancel()
+		h.Sample(sctx)
+		return nil
+	})
 }
 
 func (h *Handler) serveStatus(w http.ResponseWriter, _ *http.Request) {

@@ -21,6 +21,7 @@ import (
 	"github.com/baton-streams/baton"
 	"github.com/baton-streams/baton/cluster"
 	"github.com/baton-streams/baton/internal/counts"
+	"github.com/baton-streams/baton/internal/tick"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -254,14 +255,7 @@ func (d *demo) listen(e baton.Event) {
 
 // watchLearners prints learners' progress twice a second.
 func (d *demo) watchLearners(ctx context.Context) {
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	_ = tick.Every(ctx, 500*time.Millisecond, func() error {
 		d.mu.Lock()
 		app := d.apps["i3"]
 		d.mu.Unlock()
@@ -274,7 +268,8 @@ func (d *demo) watchLearners(ctx context.Context) {
 		if len(parts) > 0 {
 			d.say("i3 learners: %s", strings.Join(parts, ", "))
 		}
-	}
+		return nil
+	})
 }
 
 // distinct is the number of distinct words the demo starts with: the
@@ -286,15 +281,8 @@ const partitions = 6
 
 func (d *demo) produce(ctx context.Context, cl *kgo.Client) error {
 	vocab := strings.Fields("stream state task learner standby active instance worker kafka baton group plan move warm cold handover")
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
 	n := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
+	return tick.Every(ctx, 20*time.Millisecond, func() error {
 		var recs []*kgo.Record
 		d.mu.Lock()
 		for range 20 {
@@ -309,7 +297,8 @@ func (d *demo) produce(ctx context.Context, cl *kgo.Client) error {
 		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 			return fmt.Errorf("producing: %w", err)
 		}
-	}
+		return nil
+	})
 }
 
 func (d *demo) owners(ids ...string) map[string]string {

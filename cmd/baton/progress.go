@@ -11,6 +11,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/baton-streams/baton"
+	"github.com/baton-streams/baton/internal/tick"
 )
 
 // progress shows, on a terminal, one bar per task that is restoring on
@@ -71,16 +72,7 @@ func (pg *progress) update(st baton.Status) {
 
 // watch updates the bars from status every 250ms until ctx ends.
 func (pg *progress) watch(ctx context.Context, status func() baton.Status) {
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			pg.update(status())
-		}
-	}
+	_ = tick.Every(ctx, 250*time.Millisecond, func() error { pg.update(status()); return nil })
 }
 
 // stop completes the bars and ends the display.

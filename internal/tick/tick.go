@@ -1,0 +1,26 @@
+// Package tick runs a function on a fixed interval until its context ends:
+// the producers, samplers and watchers of the demo, the benches, the chaos
+// run, the live page and the tests.
+package tick
+
+import (
+	"context"
+	"time"
+)
+
+// Every calls fn every d, the first time d after the start, until ctx ends
+// (it returns nil) or fn returns an error (it returns that error).
+func Every(ctx context.Context, d time.Duration, fn func() error) error {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := fn(); err != nil {
+				return err
+			}
+		}
+	}
+}
