@@ -91,6 +91,20 @@ func (e *env) close() {
 
 // prefill produces n lines of one distinct word each, so that the count
 // tasks hold n keys of state between them.
+// newPrefilledEnv is newEnv with keys distinct words already counted into
+// the input (see prefill).
+func newPrefilledEnv(ctx context.Context, partitions int32, keys int) (*env, error) {
+	e, err := newEnv(ctx, partitions)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.prefill(ctx, keys); err != nil {
+		e.close()
+		return nil, err
+	}
+	return e, nil
+}
+
 func (e *env) prefill(ctx context.Context, n int) error {
 	const chunk = 20000
 	for lo := 0; lo < n; lo += chunk {

@@ -60,14 +60,11 @@ func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) (*HeartbeatResult, e
 		cfg.Log = io.Discard
 	}
 	res := &HeartbeatResult{Config: cfg}
-	e, err := newEnv(ctx, cfg.Partitions)
+	e, err := newPrefilledEnv(ctx, cfg.Partitions, cfg.Keys)
 	if err != nil {
 		return nil, err
 	}
 	defer e.close()
-	if err := e.prefill(ctx, cfg.Keys); err != nil {
-		return nil, err
-	}
 	f := e.startFlow(cfg.Rate, cfg.Keys)
 	defer f.stop()
 	for i, hb := range cfg.Intervals {

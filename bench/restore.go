@@ -70,14 +70,11 @@ func RunRestore(ctx context.Context, cfg RestoreConfig) (*RestoreResult, error) 
 		cfg.Log = io.Discard
 	}
 	res := &RestoreResult{Config: cfg}
-	e, err := newEnv(ctx, cfg.Partitions)
+	e, err := newPrefilledEnv(ctx, cfg.Partitions, cfg.Keys)
 	if err != nil {
 		return nil, err
 	}
 	defer e.close()
-	if err := e.prefill(ctx, cfg.Keys); err != nil {
-		return nil, err
-	}
 	const appID = "restore"
 	changelog := topology.ChangelogTopic(appID, "counts")
 	fill, err := e.start(instanceConfig{appID: appID, id: "fill"})

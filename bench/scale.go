@@ -55,34 +55,25 @@ func (c ScaleConfig) withDefaults() ScaleConfig {
 	if len(c.Policies) == 0 {
 		c.Policies = d.Policies
 	}
-	if c.Keys <= 0 {
-		c.Keys = d.Keys
-	}
-	if c.Rate <= 0 {
-		c.Rate = d.Rate
-	}
-	if c.Partitions <= 0 {
-		c.Partitions = d.Partitions
-	}
-	if c.Steady <= 0 {
-		c.Steady = d.Steady
-	}
-	if c.Settle <= 0 {
-		c.Settle = d.Settle
-	}
-	if c.AcceptableLag <= 0 {
-		c.AcceptableLag = d.AcceptableLag
-	}
-	if c.Sample <= 0 {
-		c.Sample = d.Sample
-	}
-	if c.Timeout <= 0 {
-		c.Timeout = d.Timeout
-	}
+	orDefault(&c.Keys, d.Keys)
+	orDefault(&c.Rate, d.Rate)
+	orDefault(&c.Partitions, d.Partitions)
+	orDefault(&c.Steady, d.Steady)
+	orDefault(&c.Settle, d.Settle)
+	orDefault(&c.AcceptableLag, d.AcceptableLag)
+	orDefault(&c.Sample, d.Sample)
+	orDefault(&c.Timeout, d.Timeout)
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
 	return c
+}
+
+// orDefault sets *v to d unless *v is positive.
+func orDefault[T int | int32 | int64 | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // The scripted events, in the order they run.
@@ -170,16 +161,13 @@ func (s *script) start(id string, standbys int) (*instance, error) {
 func runScalePolicy(ctx context.Context, cfg ScaleConfig, policy assign.Policy) (PolicyRun, error) {
 	run := PolicyRun{Policy: string(policy), Bucket: 250 * time.Millisecond}
 	began := time.Now()
-	e, err := newEnv(ctx, cfg.Partitions)
+	e, err := newPrefilledEnv(ctx, cfg.Partitions, cfg.Keys)
 	if err != nil {
 		return run, err
 	}
 	defer e.close()
 	rec := newRecorder(cfg.Sample)
 	s := &script{ctx: ctx, cfg: cfg, policy: policy, e: e, rec: rec, run: &run}
-	if err := e.prefill(ctx, cfg.Keys); err != nil {
-		return run, err
-	}
 	s.logf("prefilled %d keys", cfg.Keys)
 	rctx, stopRec := context.WithCancel(ctx)
 	recDone := make(chan struct{})
