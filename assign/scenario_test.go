@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/baton-streams/baton/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite golden traces in testdata/scenarios")
@@ -46,20 +48,7 @@ func TestScenarios(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v\ntrace so far:\n%s", file, err, trace)
 			}
-			golden := strings.TrimSuffix(file, ".txt") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, []byte(trace), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./assign -run TestScenarios -update to create it)", err)
-			}
-			if string(want) != trace {
-				t.Errorf("trace differs from %s (rerun with -update after checking the change):\n%s", golden, diffLines(string(want), trace))
-			}
+			golden.Check(t, strings.TrimSuffix(file, ".txt")+".golden", []byte(trace), *update)
 		})
 	}
 }
@@ -231,22 +220,4 @@ func atoi(s string, def int) int {
 		return def
 	}
 	return n
-}
-
-// diffLines shows the first differing lines of two traces.
-func diffLines(want, got string) string {
-	a, b := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < max(len(a), len(b)); i++ {
-		var x, y string
-		if i < len(a) {
-			x = a[i]
-		}
-		if i < len(b) {
-			y = b[i]
-		}
-		if x != y {
-			return fmt.Sprintf("line %d:\n  want: %s\n  got:  %s", i+1, x, y)
-		}
-	}
-	return "(no difference)"
 }

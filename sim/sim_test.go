@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/baton-streams/baton/internal/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden traces in testdata/golden")
@@ -95,42 +97,9 @@ func TestScenarios(t *testing.T) {
 					}
 				}
 			}
-			golden := filepath.Join("testdata", "golden", name+".txt")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./sim -update to create it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("trace differs from %s (go test ./sim -update rewrites it after review):\n%s", golden, firstDiff(string(want), string(got)))
-			}
+			golden.Check(t, filepath.Join("testdata", "golden", name+".txt"), got, *update)
 		})
 	}
-}
-
-func firstDiff(want, got string) string {
-	wl, gl := strings.Split(want, "\n"), strings.Split(got, "\n")
-	for i := 0; i < len(wl) || i < len(gl); i++ {
-		var w, g string
-		if i < len(wl) {
-			w = wl[i]
-		}
-		if i < len(gl) {
-			g = gl[i]
-		}
-		if w != g {
-			return fmt.Sprintf("line %d:\nwant: %s\ngot:  %s", i+1, w, g)
-		}
-	}
-	return ""
 }
 
 // TestDeterministic: the same scenario gives the same result, line for
@@ -140,7 +109,7 @@ func TestDeterministic(t *testing.T) {
 	a, _ := trace(t, sc)
 	b, _ := trace(t, sc)
 	if !bytes.Equal(a, b) {
-		t.Fatalf("two runs differ:\n%s", firstDiff(string(a), string(b)))
+		t.Fatalf("two runs differ:\n%s", golden.FirstDiff(string(a), string(b)))
 	}
 }
 
