@@ -74,12 +74,8 @@ func (h *harness) prefill(n int) {
 // eventually waits for cond, failing with what after timeout.
 func (h *harness) eventually(timeout time.Duration, what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !tick.Until(context.Background(), timeout, 50*time.Millisecond, cond) {
+		h.t.Fatalf("timed out after %v waiting for %s", timeout, what)
 	}
 }
 

@@ -381,16 +381,11 @@ func (e *env) verify(ctx context.Context, timeout time.Duration) (words, over in
 
 // waitFor polls cond every 20ms until it holds or timeout passes.
 func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%w after %v waiting for %s", ErrTimeout, timeout, what)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+	switch {
+	case tick.Until(ctx, timeout, 20*time.Millisecond, cond):
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
 	}
-	return nil
+	return fmt.Errorf("%w after %v waiting for %s", ErrTimeout, timeout, what)
 }

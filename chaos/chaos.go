@@ -339,7 +339,7 @@ func (r *run) joinAndAwait(timeout time.Duration, match func(e baton.Event, newc
 	if err != nil {
 		return nil, false, err
 	}
-	seen := r.waitFor(timeout, func() bool {
+	seen := tick.Until(context.Background(), timeout, 20*time.Millisecond, func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		for _, e := range r.events[since:] {
@@ -465,17 +465,6 @@ func (r *run) stopAll() {
 		case <-time.After(20 * time.Second):
 		}
 	}
-}
-
-func (r *run) waitFor(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return false
 }
 
 // produce writes keyed lines of words from a small vocabulary until ctx

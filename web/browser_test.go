@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/baton-streams/baton/internal/tick"
 )
 
 // chromium returns the path of Debian's chromium. The test is skipped when
@@ -114,14 +116,8 @@ func TestBrowserLearnerBecomesActive(t *testing.T) {
 	}
 	waitPage := func(timeout time.Duration, what string, cond func(pageState) bool) {
 		t.Helper()
-		deadline := time.Now().Add(timeout)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for !cond(read()) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out after %v waiting for the page to show %s; it shows %+v", timeout, what, last)
-			}
-			<-tick.C
+		if !tick.Until(context.Background(), timeout, 50*time.Millisecond, func() bool { return cond(read()) }) {
+			t.Fatalf("timed out after %v waiting for the page to show %s; it shows %+v", timeout, what, last)
 		}
 	}
 

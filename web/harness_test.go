@@ -16,6 +16,7 @@ import (
 
 	"github.com/baton-streams/baton"
 	"github.com/baton-streams/baton/cluster"
+	"github.com/baton-streams/baton/internal/tick"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -127,13 +128,7 @@ func (g *group) start(id string) *instance {
 // what when timeout passes first.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		<-tick.C
+	if !tick.Until(context.Background(), timeout, 50*time.Millisecond, cond) {
+		t.Fatalf("timed out after %v waiting for %s", timeout, what)
 	}
 }

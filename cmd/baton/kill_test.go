@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton/internal/tick"
 )
 
 // TestExactlyOnceKill9: two `baton run wordcount --guarantee exactly-once`
@@ -106,11 +108,7 @@ func TestExactlyOnceKill9(t *testing.T) {
 
 func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if !tick.Until(context.Background(), timeout, 200*time.Millisecond, cond) {
+		t.Fatalf("timed out after %v waiting for %s", timeout, what)
 	}
 }

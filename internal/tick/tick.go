@@ -24,3 +24,20 @@ func Every(ctx context.Context, d time.Duration, fn func() error) error {
 		}
 	}
 }
+
+// Until checks cond at once and then every interval, and reports whether
+// it held before timeout passed (or ctx ended).
+func Until(ctx context.Context, timeout, interval time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(min(interval, time.Until(deadline))):
+		}
+	}
+	return true
+}

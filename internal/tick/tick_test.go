@@ -36,3 +36,18 @@ func TestEveryStopsWithContext(t *testing.T) {
 		t.Fatalf("Every = %v after %d calls, want nil after at least 2", err, n)
 	}
 }
+
+func TestUntil(t *testing.T) {
+	n := 0
+	if !Until(context.Background(), time.Second, time.Millisecond, func() bool { n++; return n == 3 }) || n != 3 {
+		t.Fatalf("Until: cond held at the third check, got n=%d", n)
+	}
+	if Until(context.Background(), 5*time.Millisecond, time.Millisecond, func() bool { return false }) {
+		t.Fatal("Until: true for a condition that never holds")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if Until(ctx, time.Hour, time.Millisecond, func() bool { return false }) {
+		t.Fatal("Until: true after ctx ended")
+	}
+}
