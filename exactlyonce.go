@@ -104,13 +104,16 @@ func (a *App) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
 	a.group.Produce(context.Background(), r, promise)
 }
 
-// beginTxn starts the next transaction.
+// beginTxn starts the next transaction. Failing to is fatal: workers
+// could not produce.
 func (a *App) beginTxn() error {
 	a.txnOffsetsAdded = false
 	a.txnProduced.Store(0)
 	a.txnProcessed.Store(0)
 	if err := a.group.BeginTransaction(); err != nil {
-		return fmt.Errorf("baton: beginning a transaction: %w", err)
+		err = fmt.Errorf("baton: beginning a transaction: %w", err)
+		a.fail(err)
+		return err
 	}
 	return nil
 }
@@ -157,9 +160,8 @@ func (a *App) commitTxnLocked(ctx context.Context, final bool) error {
 				commitErr = commitResult(resp, err)
 			})
 		}
-		if berr := a.beginTxn(); berr != nil {
-			a.fail(berr)
-			return berr
+		if err := a.beginTxn(); err != nil {
+			return err
 		}
 		if commitErr != nil {
 			a.rollbackLocked()
@@ -193,7 +195,6 @@ func (a *App) commitTxnLocked(ctx context.Context, final bool) error {
 		return err
 	}
 	if err := a.beginTxn(); err != nil {
-		a.fail(err)
 		return err
 	}
 	a.metrics.commitSeconds.Observe(time.Since(start).Seconds())
@@ -298,7 +299,6 @@ func (a *App) abortTxnLocked(cause error) error {
 	}
 	a.rollbackLocked()
 	if err := a.beginTxn(); err != nil {
-		a.fail(err)
 		return err
 	}
 	return cause
