@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/baton-streams/baton/topology"
 	"maps"
 	"slices"
 	"sort"
@@ -22,6 +21,7 @@ import (
 	"github.com/baton-streams/baton/member"
 	"github.com/baton-streams/baton/protocol"
 	"github.com/baton-streams/baton/state"
+	"github.com/baton-streams/baton/topology"
 )
 
 // loop is the App's control thread: it reconciles standbys and learners

@@ -3,7 +3,6 @@ package member
 import (
 	"errors"
 	"fmt"
-	"github.com/baton-streams/baton/topology"
 	"log/slog"
 	"maps"
 	"slices"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/baton-streams/baton/assign"
 	"github.com/baton-streams/baton/protocol"
+	"github.com/baton-streams/baton/topology"
 )
 
 // ProtocolName is the group protocol baton members join with.

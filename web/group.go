@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/baton-streams/baton/topology"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/baton-streams/baton/protocol"
+	"github.com/baton-streams/baton/topology"
 )
 
 // Group is a baton consumer group as DescribeGroups shows it to a reader

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"github.com/baton-streams/baton/topology"
 	"maps"
 	"slices"
 	"sort"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-streams/baton"
+	"github.com/baton-streams/baton/topology"
 )
 
 // View is what GET /group returns: the whole group as this instance sees

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/baton-streams/baton/topology"
 	"io"
 	"maps"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/topology"
 	"github.com/baton-streams/baton/web"
 )
 

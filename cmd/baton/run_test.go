@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/baton-streams/baton/internal/counts"
 	"io"
 	"net/http"
 	"os/exec"
@@ -18,6 +17,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton/internal/counts"
 )
 
 // proc is a baton process started by a test.
