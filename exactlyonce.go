@@ -253,10 +253,16 @@ func (a *App) commitTxnOffsets(ctx context.Context, offsets map[string]map[int32
 }
 
 // txnErr wraps errTxnRetry around errors after which the same transaction
-// can still commit.
+// can still commit. A stale generation is one of them: the group moved to
+// a new generation while this member held records (the client joins in
+// the background), and the next attempt carries the new one. A member the
+// group expelled never gets a matching generation: it loses its
+// partitions (onLost aborts) or the cluster aborts the transaction at its
+// timeout, so fencing holds.
 func txnErr(what string, err error) error {
 	switch {
-	case errors.Is(err, kerr.RebalanceInProgress), errors.Is(err, kerr.CoordinatorLoadInProgress),
+	case errors.Is(err, kerr.IllegalGeneration), errors.Is(err, kerr.StaleMemberEpoch),
+		errors.Is(err, kerr.RebalanceInProgress), errors.Is(err, kerr.CoordinatorLoadInProgress),
 		errors.Is(err, kerr.CoordinatorNotAvailable), errors.Is(err, kerr.NotCoordinator),
 		errors.Is(err, kerr.ConcurrentTransactions):
 		return fmt.Errorf("%w: %s: %v", errTxnRetry, what, err)

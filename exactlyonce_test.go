@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/internal/faultnet"
@@ -131,4 +132,25 @@ func TestExactlyOnceAbortCatchesUpStores(t *testing.T) {
 	h.eventually(30*time.Second, "alpha to count 1000", func() bool { return h.counts()["alpha"] == 1000 })
 	h.words["alpha"] = 1000
 	h.waitExact(30 * time.Second)
+}
+
+// TestTxnErrRetries: errors after which the open transaction can still
+// commit postpone it; others abort it.
+func TestTxnErrRetries(t *testing.T) {
+	for _, c := range []struct {
+		err   error
+		retry bool
+	}{
+		{kerr.IllegalGeneration, true},
+		{kerr.RebalanceInProgress, true},
+		{kerr.NotCoordinator, true},
+		{kerr.ConcurrentTransactions, true},
+		{kerr.UnknownMemberID, false},
+		{kerr.ProducerFenced, false},
+		{errors.New("connection reset"), false},
+	} {
+		if got := errors.Is(txnErr("committing", c.err), errTxnRetry); got != c.retry {
+			t.Errorf("txnErr(%v) retries = %v, want %v", c.err, got, c.retry)
+		}
+	}
 }
