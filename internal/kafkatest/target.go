@@ -1,0 +1,154 @@
+package kafkatest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton/cluster"
+)
+
+// The end-to-end tests run against the cluster BATON_KAFKA names:
+//
+//	BATON_KAFKA=embedded (or unset)  franz-go's kfake, a fresh cluster per test
+//	BATON_KAFKA=real                 Apache Kafka, one cluster per test binary
+//
+// BATON_KAFKA_NODES sets the real cluster's size (default 3: replication
+// factor 3, min.insync.replicas 2).
+const (
+	EnvMode  = "BATON_KAFKA"
+	EnvNodes = "BATON_KAFKA_NODES"
+)
+
+// Real reports whether BATON_KAFKA selects Apache Kafka. Any value other
+// than "", "embedded" and "real" fails the tests that ask.
+func Real(t testing.TB) bool {
+	switch m := os.Getenv(EnvMode); m {
+	case "", "embedded":
+		return false
+	case "real":
+		return true
+	default:
+		t.Fatalf("%s=%q: want embedded or real", EnvMode, m)
+		return false
+	}
+}
+
+var shared struct {
+	sync.Mutex
+	c   *Cluster
+	err error
+}
+
+// Shared returns the test binary's real cluster, starting it on first use.
+// Call StopShared from TestMain.
+func Shared() (*Cluster, error) {
+	shared.Lock()
+	defer shared.Unlock()
+	if shared.c != nil || shared.err != nil {
+		return shared.c, shared.err
+	}
+	nodes := 3
+	if s := os.Getenv(EnvNodes); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			shared.err = fmt.Errorf("kafkatest: %s=%q: want a positive number", EnvNodes, s)
+			return nil, shared.err
+		}
+		nodes = n
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	shared.c, shared.err = Start(ctx, Config{Nodes: nodes, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
+	return shared.c, shared.err
+}
+
+// StopShared stops the shared cluster, if one was started.
+func StopShared() {
+	shared.Lock()
+	defer shared.Unlock()
+	if shared.c != nil {
+		shared.c.Stop()
+	}
+}
+
+// Target is the cluster one end-to-end test runs against.
+type Target struct {
+	// Brokers are the bootstrap addresses.
+	Brokers []string
+	// Kafka is the real cluster, nil on the embedded one.
+	Kafka *Cluster
+	// prefix makes names unique on a cluster shared by several tests.
+	prefix string
+}
+
+var unsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// ForTest returns the cluster t runs against: a fresh embedded cluster
+// (closed when t ends), or the shared Apache Kafka cluster. Give every
+// topic, group and application id the test uses through Name, so tests
+// sharing a real cluster do not meet.
+func ForTest(t testing.TB) *Target {
+	t.Helper()
+	if !Real(t) {
+		c, err := cluster.Start("127.0.0.1:0", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return &Target{Brokers: c.Addrs()}
+	}
+	c, err := Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	name := unsafe.ReplaceAllString(t.Name(), "-")
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	return &Target{Brokers: c.Addrs(), Kafka: c, prefix: strings.ToLower(name) + "-" + hex.EncodeToString(b[:]) + "-"}
+}
+
+// Name returns base made unique to the test on a shared cluster; on an
+// embedded one, base itself.
+func (tg *Target) Name(base string) string { return tg.prefix + base }
+
+// Bootstrap returns the brokers as one comma-separated flag value.
+func (tg *Target) Bootstrap() string { return strings.Join(tg.Brokers, ",") }
+
+// CreateTopic creates a topic with the cluster's default replication
+// factor; compacted if compact.
+func (tg *Target) CreateTopic(t testing.TB, topic string, partitions int32, compact bool) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var configs map[string]*string
+	if compact {
+		configs = map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, -1, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("creating topic %s: %v", topic, err)
+	}
+}
