@@ -246,6 +246,16 @@ func (a *App) open() error {
 		kgo.FetchMaxWait(100 * time.Millisecond),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(0),
+		// A produce that must be retried after a metadata refresh waits
+		// for the refresh, and kgo refreshes at most once per
+		// MetadataMinAge (5 s by default). On Apache Kafka with
+		// transactions v2 (KIP-890), the first produce after a commit gets
+		// CONCURRENT_TRANSACTIONS until the commit markers are written and
+		// is retried that way: right after a rebalance (which refreshes
+		// metadata) a commit then waited about 5 s, holding the member
+		// past its rebalance timeout. Leader changes are retried the same
+		// way. Java clients back off 100 ms.
+		kgo.MetadataMinAge(250 * time.Millisecond),
 		kgo.OnPartitionsAssigned(a.onAssigned),
 		kgo.OnPartitionsRevoked(a.onRevoked),
 		kgo.OnPartitionsLost(a.onLost),

@@ -13,17 +13,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/baton-streams/baton/cluster"
 	"github.com/baton-streams/baton/internal/counts"
+	"github.com/baton-streams/baton/internal/kafkatest"
 	"github.com/baton-streams/baton/topology"
 )
 
-// harness is one embedded cluster with a wordcount application on it.
+// harness is one cluster (embedded, or Apache Kafka with BATON_KAFKA=real:
+// see internal/kafkatest) with a wordcount application on it.
 type harness struct {
 	t       *testing.T
+	tg      *kafkatest.Target
 	brokers []string
 	appID   string
 	input   string
@@ -38,25 +39,12 @@ type harness struct {
 
 func newHarness(t *testing.T, partitions int32) *harness {
 	t.Helper()
-	c, err := cluster.Start("127.0.0.1:0", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	h := &harness{t: t, brokers: c.Addrs(), appID: "wc", input: "lines", output: "counts", words: map[string]int64{},
-		rng: rand.New(rand.NewPCG(1, 2))}
-	adm, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(adm.Close)
-	if _, err := kadm.NewClient(adm).CreateTopic(context.Background(), partitions, 1, nil, h.input); err != nil {
-		t.Fatal(err)
-	}
-	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
-	if _, err := kadm.NewClient(adm).CreateTopic(context.Background(), partitions, 1, compact, h.output); err != nil {
-		t.Fatal(err)
-	}
+	tg := kafkatest.ForTest(t)
+	h := &harness{t: t, tg: tg, brokers: tg.Brokers, appID: tg.Name("wc"), input: tg.Name("lines"), output: tg.Name("counts"),
+		words: map[string]int64{}, rng: rand.New(rand.NewPCG(1, 2))}
+	tg.CreateTopic(t, h.input, partitions, false)
+	tg.CreateTopic(t, h.output, partitions, true)
+	var err error
 	h.prod, err = kgo.NewClient(kgo.SeedBrokers(h.brokers...))
 	if err != nil {
 		t.Fatal(err)

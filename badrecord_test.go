@@ -11,20 +11,19 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/baton-streams/baton/cluster"
+	"github.com/baton-streams/baton/internal/kafkatest"
 	"github.com/baton-streams/baton/topology"
 )
 
 // doubler reads decimal numbers and writes them doubled: a record that is
 // not a number fails to decode.
-func doubler(t *testing.T) *topology.Topology {
+func doubler(t *testing.T, tg *kafkatest.Target) *topology.Topology {
 	t.Helper()
-	b := topology.NewBuilder("dbl")
-	s := topology.FromTopic(b, "nums", topology.String, topology.Int64)
-	topology.MapValues(s, func(v int64) int64 { return 2 * v }).To("doubled")
+	b := topology.NewBuilder(tg.Name("dbl"))
+	s := topology.FromTopic(b, tg.Name("nums"), topology.String, topology.Int64)
+	topology.MapValues(s, func(v int64) int64 { return 2 * v }).To(tg.Name("doubled"))
 	top, err := b.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -35,32 +34,31 @@ func doubler(t *testing.T) *topology.Topology {
 func TestBadRecords(t *testing.T) {
 	for _, c := range []struct {
 		name   string
-		policy BadRecordPolicy
-	}{{"stop", StopOnBadRecord}, {"skip", SkipBadRecords}, {"dead-letter", DeadLetter("bad")}} {
+		policy func(tg *kafkatest.Target) BadRecordPolicy
+	}{
+		{"stop", func(*kafkatest.Target) BadRecordPolicy { return StopOnBadRecord }},
+		{"skip", func(*kafkatest.Target) BadRecordPolicy { return SkipBadRecords }},
+		{"dead-letter", func(tg *kafkatest.Target) BadRecordPolicy { return DeadLetter(tg.Name("bad")) }},
+	} {
 		t.Run(c.name, func(t *testing.T) {
-			cl, err := cluster.Start("127.0.0.1:0", 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
-			client, err := kgo.NewClient(kgo.SeedBrokers(cl.Addrs()...))
+			tg := kafkatest.ForTest(t)
+			client, err := kgo.NewClient(kgo.SeedBrokers(tg.Brokers...))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer client.Close()
-			adm := kadm.NewClient(client)
-			for _, topic := range []string{"nums", "doubled", "bad"} {
-				if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, topic); err != nil {
-					t.Fatal(err)
-				}
+			nums, doubled, bad := tg.Name("nums"), tg.Name("doubled"), tg.Name("bad")
+			for _, topic := range []string{nums, doubled, bad} {
+				tg.CreateTopic(t, topic, 1, false)
 			}
 			for _, v := range []string{"1", "2", "abc", "3"} {
-				if err := client.ProduceSync(context.Background(), &kgo.Record{Topic: "nums", Value: []byte(v)}).FirstErr(); err != nil {
+				if err := client.ProduceSync(context.Background(), &kgo.Record{Topic: nums, Value: []byte(v)}).FirstErr(); err != nil {
 					t.Fatal(err)
 				}
 			}
 			reg := prometheus.NewRegistry()
-			app, err := New(doubler(t), WithBrokers(cl.Addrs()...), WithAppID("dbl"), WithBadRecords(c.policy),
+			policy := c.policy(tg)
+			app, err := New(doubler(t, tg), WithBrokers(tg.Brokers...), WithAppID(tg.Name("dbl")), WithBadRecords(policy),
 				WithMetrics(reg), WithLogger(slog.New(slog.DiscardHandler)))
 			if err != nil {
 				t.Fatal(err)
@@ -70,11 +68,11 @@ func TestBadRecords(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- app.Run(ctx) }()
 
-			if c.policy == StopOnBadRecord {
+			if c.name == "stop" {
 				select {
 				case err := <-done:
-					if !errors.Is(err, topology.ErrDecode) || !strings.Contains(err.Error(), "nums[0]@2") {
-						t.Errorf("err = %v, want a decode error naming nums[0]@2", err)
+					if !errors.Is(err, topology.ErrDecode) || !strings.Contains(err.Error(), nums+"[0]@2") {
+						t.Errorf("err = %v, want a decode error naming %s[0]@2", err, nums)
 					}
 				case <-time.After(20 * time.Second):
 					t.Fatal("a bad record did not stop the App")
@@ -82,7 +80,7 @@ func TestBadRecords(t *testing.T) {
 				return
 			}
 			want := "[2 4 6]"
-			if got := readValues(t, cl.Addrs(), "doubled", 3); fmt.Sprint(got) != want {
+			if got := readValues(t, tg.Brokers, doubled, 3); fmt.Sprint(got) != want {
 				t.Errorf("doubled = %v, want %s", got, want)
 			}
 			var m dto.Metric
@@ -93,7 +91,7 @@ func TestBadRecords(t *testing.T) {
 				t.Errorf("baton_bad_records_total = %v, want 1", n)
 			}
 			if c.name == "dead-letter" {
-				if got := readValues(t, cl.Addrs(), "bad", 1); fmt.Sprint(got) != "[abc]" {
+				if got := readValues(t, tg.Brokers, bad, 1); fmt.Sprint(got) != "[abc]" {
 					t.Errorf("dead letters = %v, want [abc]", got)
 				}
 			}

@@ -47,6 +47,20 @@ type Config struct {
 	Guarantee  baton.Guarantee
 	// NoRestart leaves the cluster up for the whole run.
 	NoRestart bool
+	// External, when set, runs against an existing cluster (Apache Kafka)
+	// instead of starting an embedded one.
+	External *External
+}
+
+// External is a cluster the run does not own.
+type External struct {
+	Brokers []string
+	// Prefix starts the run's topic names and application id, so that
+	// runs sharing a cluster do not meet.
+	Prefix string
+	// RestartBroker kills one broker (the run's rng picks which) and
+	// starts it again on its data; nil: the run restarts nothing.
+	RestartBroker func(ctx context.Context, rng *rand.Rand) (string, error)
 }
 
 // Result is what a run saw.
@@ -75,7 +89,7 @@ func (r Result) OK() bool {
 	if r.Guarantee == baton.ExactlyOnce.String() {
 		return r.Lost == 0 && r.Duplicated == 0
 	}
-	crashes := r.Events["crash"] + r.Events["leader-crash"] + r.Events["handover-crash"] + r.Events["failed"] + r.Events["cluster-restart"]
+	crashes := r.Events["crash"] + r.Events["leader-crash"] + r.Events["handover-crash"] + r.Events["failed"] + r.Events["cluster-restart"] + r.Events["broker-restart"]
 	return r.Lost == 0 && (r.Duplicated == 0 || crashes > 0)
 }
 
@@ -104,7 +118,9 @@ type run struct {
 	cfg     Config
 	brokers []string
 	dir     string
-	dataDir string // the cluster's persistence
+	dataDir string // the embedded cluster's persistence
+
+	appID, lines, counts string
 
 	cmu     sync.Mutex
 	cluster *cluster.Cluster // guarded by cmu
@@ -150,13 +166,19 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	dataDir := filepath.Join(dir, "cluster")
-	c, err := cluster.Start("127.0.0.1:0", 1, kfake.DataDir(dataDir))
-	if err != nil {
-		return res, err
+	r := &run{cfg: cfg, dir: dir, start: time.Now(), rng: rand.New(rand.NewPCG(cfg.Seed, 0xc4a05)), words: map[string]int64{},
+		appID: "chaos", lines: "lines", counts: "counts"}
+	if ext := cfg.External; ext != nil {
+		r.brokers = ext.Brokers
+		r.appID, r.lines, r.counts = ext.Prefix+r.appID, ext.Prefix+r.lines, ext.Prefix+r.counts
+	} else {
+		r.dataDir = filepath.Join(dir, "cluster")
+		c, err := cluster.Start("127.0.0.1:0", 1, kfake.DataDir(r.dataDir))
+		if err != nil {
+			return res, err
+		}
+		r.cluster, r.brokers = c, c.Addrs()
 	}
-	r := &run{cfg: cfg, brokers: c.Addrs(), dir: dir, dataDir: dataDir, cluster: c, start: time.Now(),
-		rng: rand.New(rand.NewPCG(cfg.Seed, 0xc4a05)), words: map[string]int64{}}
 	defer func() {
 		r.cmu.Lock()
 		defer r.cmu.Unlock()
@@ -171,11 +193,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
-	if _, err := adm.CreateTopic(ctx, cfg.Partitions, 1, nil, "lines"); err != nil {
-		return res, err
-	}
-	if _, err := adm.CreateTopic(ctx, cfg.Partitions, 1, compact, "counts"); err != nil {
-		return res, err
+	for _, t := range []struct {
+		name    string
+		configs map[string]*string
+	}{{r.lines, nil}, {r.counts, compact}} {
+		resp, err := adm.CreateTopic(ctx, cfg.Partitions, -1, t.configs, t.name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			return res, fmt.Errorf("chaos: creating topic %s: %w", t.name, err)
+		}
 	}
 	defer r.stopAll()
 	for range 2 {
@@ -254,12 +282,16 @@ func (r *run) event() (string, error) {
 	if n > 1 && n < r.cfg.MaxAlive {
 		choices = append(choices, "leader-crash", "handover-crash")
 	}
-	if !r.cfg.NoRestart {
+	switch {
+	case r.cfg.NoRestart:
+	case r.cfg.External == nil:
 		choices = append(choices, "cluster-restart")
+	case r.cfg.External.RestartBroker != nil:
+		choices = append(choices, "broker-restart")
 	}
 	kind := choices[r.rng.IntN(len(choices))]
 	switch kind {
-	case "cluster-restart":
+	case "cluster-restart", "broker-restart":
 		return kind, r.restartCluster()
 	case "join":
 		_, err := r.startInstance()
@@ -307,7 +339,14 @@ func (r *run) event() (string, error) {
 // restartCluster stops the whole cluster and starts it again from its data
 // directory on the same address, as an operator restarting Kafka would.
 // Instances and the producer stay up and reconnect.
+//
+// On an external cluster, one broker is killed and restarted instead.
 func (r *run) restartCluster() error {
+	if ext := r.cfg.External; ext != nil {
+		what, err := ext.RestartBroker(context.Background(), r.rng)
+		r.say("%s", what)
+		return err
+	}
 	r.cmu.Lock()
 	defer r.cmu.Unlock()
 	r.say("the cluster restarts")
@@ -410,12 +449,12 @@ func (r *run) startInstance() (*instance, error) {
 	r.next++
 	id := "i" + strconv.Itoa(r.next)
 	r.mu.Unlock()
-	top, err := topology.WordCount("chaos", "lines", "counts")
+	top, err := topology.WordCount(r.appID, r.lines, r.counts)
 	if err != nil {
 		return nil, err
 	}
 	cut := &faultnet.Cutter{}
-	app, err := baton.New(top, baton.WithBrokers(r.brokers...), baton.WithAppID("chaos"), baton.WithInstanceID(id),
+	app, err := baton.New(top, baton.WithBrokers(r.brokers...), baton.WithAppID(r.appID), baton.WithInstanceID(id),
 		baton.WithGuarantee(r.cfg.Guarantee), baton.WithTransactionTimeout(5*time.Second),
 		baton.WithStateDir(filepath.Join(r.dir, id)), baton.WithSessionTimeout(2*time.Second),
 		baton.WithHeartbeatInterval(100*time.Millisecond), baton.WithRebalanceTimeout(3*time.Second),
@@ -479,7 +518,7 @@ func (r *run) produce(ctx context.Context, cl *kgo.Client) error {
 			for _, w := range strings.Fields(line) {
 				counted[w]++
 			}
-			recs = append(recs, &kgo.Record{Topic: "lines", Key: []byte(strconv.Itoa(n)), Value: []byte(line)})
+			recs = append(recs, &kgo.Record{Topic: r.lines, Key: []byte(strconv.Itoa(n)), Value: []byte(line)})
 			n++
 		}
 		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
@@ -498,7 +537,7 @@ func (r *run) produce(ctx context.Context, cl *kgo.Client) error {
 // readInput counts the words of every line the input topic holds.
 func (r *run) readInput(ctx context.Context) (map[string]int64, error) {
 	out := map[string]int64{}
-	err := counts.Scan(ctx, r.brokers, "lines", false, func(rec *kgo.Record) {
+	err := counts.Scan(ctx, r.brokers, r.lines, false, func(rec *kgo.Record) {
 		for _, w := range strings.Fields(string(rec.Value)) {
 			out[w]++
 		}
@@ -515,7 +554,7 @@ func (r *run) settle(ctx context.Context, input map[string]int64) (map[string]in
 	deadline := time.Now().Add(2 * time.Minute)
 	var last map[string]int64
 	for {
-		got, err := counts.Read(ctx, r.brokers, "counts")
+		got, err := counts.Read(ctx, r.brokers, r.counts)
 		if err != nil {
 			return nil, err
 		}

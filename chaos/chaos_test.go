@@ -2,12 +2,42 @@ package chaos
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/baton-streams/baton"
+	"github.com/baton-streams/baton/internal/kafkatest"
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	kafkatest.StopShared()
+	os.Exit(code)
+}
+
+// external returns the shared Apache Kafka cluster as the run's cluster
+// with BATON_KAFKA=real (its restarts kill -9 one broker and start it
+// again), or nil for an embedded cluster of the run's own.
+func external(t *testing.T) *External {
+	tg := kafkatest.ForTest(t)
+	if tg.Kafka == nil {
+		return nil
+	}
+	return &External{Brokers: tg.Brokers, Prefix: tg.Name(""),
+		RestartBroker: func(ctx context.Context, rng *rand.Rand) (string, error) {
+			node := 1 + rng.IntN(tg.Kafka.Nodes())
+			if err := tg.Kafka.Kill(node); err != nil {
+				return "", err
+			}
+			if err := tg.Kafka.Restart(ctx, node); err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("broker %d was killed (kill -9) and restarted", node), nil
+		}}
+}
 
 // TestChaosShort is the CI-sized chaos run, once per guarantee: about 20 s
 // of joins, drains, crashes, leader crashes and cluster restarts under
@@ -18,7 +48,7 @@ func TestChaosShort(t *testing.T) {
 	}
 	for _, g := range []baton.Guarantee{baton.AtLeastOnce, baton.ExactlyOnce} {
 		t.Run(g.String(), func(t *testing.T) {
-			cfg := Config{Duration: 20 * time.Second, Every: 2 * time.Second, Seed: 7, Guarantee: g}
+			cfg := Config{Duration: 20 * time.Second, Every: 2 * time.Second, Seed: 7, Guarantee: g, External: external(t)}
 			if testing.Verbose() {
 				cfg.Out = os.Stdout
 			}

@@ -25,13 +25,13 @@ func kcat(t *testing.T) string {
 	return ""
 }
 
-// TestKcatInterop: lines written by kcat into the embedded cluster are
-// counted by baton, and kcat reads the counts back, keyed and partitioned
+// TestKcatInterop: lines written by kcat are
+// counted by baton (on either cluster), and kcat reads the counts back, keyed and partitioned
 // as any Kafka client expects.
 func TestKcatInterop(t *testing.T) {
 	kc := kcat(t)
-	cl := startBaton(t, "cluster", "--listen", "127.0.0.1:0")
-	brokers := strings.TrimPrefix(cl.waitLine(t, "cluster ready: ", 10*time.Second), "cluster ready: ")
+	e := clusterWithLines(t)
+	brokers := e.brokers
 
 	var lines strings.Builder
 	want := map[string]int{}
@@ -42,19 +42,17 @@ func TestKcatInterop(t *testing.T) {
 		}
 		fmt.Fprintln(&lines, strings.Join(words, " "))
 	}
-	produce := exec.Command(kc, "-P", "-b", brokers, "-t", "lines")
+	produce := exec.Command(kc, "-P", "-b", brokers, "-t", e.lines)
 	produce.Stdin = strings.NewReader(lines.String())
 	if out, err := produce.CombinedOutput(); err != nil {
 		t.Fatalf("kcat -P: %v\n%s", err, out)
 	}
 
-	run := startBaton(t, "run", "wordcount", "--brokers", brokers, "--app-id", "wc", "--input", "lines",
-		"--output", "counts", "--state-dir", t.TempDir(), "--http", "127.0.0.1:0")
-	run.waitLine(t, "http: listening on", 20*time.Second)
+	run, _ := e.run(t, "--state-dir", t.TempDir())
 
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		out, err := exec.Command(kc, "-C", "-b", brokers, "-t", "counts", "-e", "-q", "-f", "%k=%s\n").Output()
+		out, err := exec.Command(kc, "-C", "-b", brokers, "-X", "isolation.level=read_committed", "-t", e.counts, "-e", "-q", "-f", "%k=%s\n").Output()
 		got := map[string]int{}
 		if err == nil {
 			for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -76,7 +74,7 @@ func TestKcatInterop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, topic := range []string{"wc-words-repartition", "wc-counts-changelog", "counts"} {
+	for _, topic := range []string{e.appID + "-words-repartition", e.appID + "-counts-changelog", e.counts} {
 		if !strings.Contains(string(meta), topic) {
 			t.Errorf("kcat -L does not list %s", topic)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,13 +18,9 @@ import (
 // middle. The survivor takes its tasks over and every count is exact:
 // nothing lost, nothing counted twice.
 func TestExactlyOnceKill9(t *testing.T) {
-	_, brokers, client := clusterWithLines(t)
+	e := clusterWithLines(t)
 	run := func() (*proc, string) {
-		p := startBaton(t, "run", "wordcount", "--brokers", brokers, "--app-id", "wc", "--input", "lines",
-			"--output", "counts", "--state-dir", t.TempDir(), "--http", "127.0.0.1:0", "--session-timeout", "2s",
-			"--guarantee", "exactly-once")
-		l := p.waitLine(t, "http: listening on ", 20*time.Second)
-		return p, l[strings.LastIndex(l, " ")+1:]
+		return e.run(t, "--state-dir", t.TempDir(), "--session-timeout", "2s", "--guarantee", "exactly-once")
 	}
 	a, aAddr := run()
 	b, bAddr := run()
@@ -61,9 +56,9 @@ func TestExactlyOnceKill9(t *testing.T) {
 			for j := range 20 {
 				w := fmt.Sprintf("w%d", (i*20+j)%53)
 				batch[w] += 2
-				recs = append(recs, &kgo.Record{Topic: "lines", Key: []byte(strconv.Itoa(j)), Value: []byte(w + " " + w)})
+				recs = append(recs, &kgo.Record{Topic: e.lines, Key: []byte(strconv.Itoa(j)), Value: []byte(w + " " + w)})
 			}
-			if err := client.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			if err := e.client.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 				produced <- err
 				return
 			}
@@ -87,7 +82,7 @@ func TestExactlyOnceKill9(t *testing.T) {
 	var got map[string]int64
 	ok := false
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
-		got = readCountsT(t, brokers)
+		got = e.readCounts(t)
 		if fmt.Sprint(got) == fmt.Sprint(want) {
 			ok = true
 			break

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/internal/counts"
+	"github.com/baton-streams/baton/internal/kafkatest"
 )
 
 // proc is a baton process started by a test.
@@ -126,50 +127,86 @@ func getStatus(t *testing.T, addr string) statusDoc {
 	return st
 }
 
-// TestClusterAndRunProcesses drives the spec's two-terminal flow: a
-// cluster process, two wordcount processes, records in, SIGTERM out.
-// clusterWithLines starts `baton cluster` and creates the 4-partition
-// input topic "lines"; it returns the cluster process, its address and a
-// client.
-func clusterWithLines(t *testing.T) (*proc, string, *kgo.Client) {
+// e2e is the cluster a process test runs against, with its 4-partition
+// input topic: by default a `baton cluster` process (the spec's
+// two-terminal flow), with BATON_KAFKA=real the shared Apache Kafka
+// cluster (internal/kafkatest). Names are unique to the test on a shared
+// cluster.
+type e2e struct {
+	cluster              *proc // the `baton cluster` process; nil on Apache Kafka
+	brokers              string
+	client               *kgo.Client
+	appID, lines, counts string
+}
+
+func clusterWithLines(t *testing.T) *e2e {
 	t.Helper()
-	cl := startBaton(t, "cluster", "--listen", "127.0.0.1:0")
-	brokers := strings.TrimPrefix(cl.waitLine(t, "cluster ready: ", 10*time.Second), "cluster ready: ")
-	client, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	e := &e2e{appID: "wc", lines: "lines", counts: "counts"}
+	if kafkatest.Real(t) {
+		tg := kafkatest.ForTest(t)
+		e.brokers, e.appID, e.lines, e.counts = tg.Bootstrap(), tg.Name("wc"), tg.Name("lines"), tg.Name("counts")
+	} else {
+		e.cluster = startBaton(t, "cluster", "--listen", "127.0.0.1:0")
+		e.brokers = strings.TrimPrefix(e.cluster.waitLine(t, "cluster ready: ", 10*time.Second), "cluster ready: ")
+	}
+	var err error
+	e.client, err = kgo.NewClient(kgo.SeedBrokers(strings.Split(e.brokers, ",")...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(client.Close)
-	if _, err := kadm.NewClient(client).CreateTopic(context.Background(), 4, 1, nil, "lines"); err != nil {
-		t.Fatal(err)
+	t.Cleanup(e.client.Close)
+	resp, err := kadm.NewClient(e.client).CreateTopic(context.Background(), 4, -1, nil, e.lines)
+	if err == nil {
+		err = resp.Err
 	}
-	return cl, brokers, client
+	if err != nil {
+		t.Fatalf("creating %s: %v", e.lines, err)
+	}
+	return e
 }
 
+// run starts `baton run wordcount` on the test's topics with extra flags
+// and returns the process and its HTTP address.
+func (e *e2e) run(t *testing.T, extra ...string) (*proc, string) {
+	t.Helper()
+	args := append([]string{"run", "wordcount", "--brokers", e.brokers, "--app-id", e.appID, "--input", e.lines,
+		"--output", e.counts, "--http", "127.0.0.1:0"}, extra...)
+	p := startBaton(t, args...)
+	l := p.waitLine(t, "http: listening on ", 30*time.Second)
+	return p, l[strings.LastIndex(l, " ")+1:]
+}
+
+// readCounts reads the output topic (read_committed): the last value per
+// word.
+func (e *e2e) readCounts(t *testing.T) map[string]int64 {
+	t.Helper()
+	got, err := counts.Read(context.Background(), strings.Split(e.brokers, ","), e.counts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// TestClusterAndRunProcesses drives the spec's two-terminal flow: a
+// cluster process, two wordcount processes, records in, SIGTERM out.
 func TestClusterAndRunProcesses(t *testing.T) {
-	cl, brokers, client := clusterWithLines(t)
+	e := clusterWithLines(t)
 	want := map[string]int64{}
 	produce := func(n, from int) {
 		var recs []*kgo.Record
 		for i := range n {
 			w := fmt.Sprintf("w%d", (from+i)%37)
 			want[w] += 2
-			recs = append(recs, &kgo.Record{Topic: "lines", Key: []byte(strconv.Itoa(i)), Value: []byte(w + " " + w)})
+			recs = append(recs, &kgo.Record{Topic: e.lines, Key: []byte(strconv.Itoa(i)), Value: []byte(w + " " + w)})
 		}
-		if err := client.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		if err := e.client.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	produce(500, 0)
 
-	run := func(dir string) (*proc, string) {
-		p := startBaton(t, "run", "wordcount", "--brokers", brokers, "--app-id", "wc", "--input", "lines",
-			"--output", "counts", "--state-dir", dir, "--http", "127.0.0.1:0", "--session-timeout", "2s")
-		l := p.waitLine(t, "http: listening on ", 20*time.Second)
-		return p, l[strings.LastIndex(l, " ")+1:]
-	}
-	a, aAddr := run(t.TempDir())
-	b, bAddr := run(t.TempDir())
+	a, aAddr := e.run(t, "--state-dir", t.TempDir(), "--session-timeout", "2s")
+	b, bAddr := e.run(t, "--state-dir", t.TempDir(), "--session-timeout", "2s")
 
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -183,7 +220,7 @@ func TestClusterAndRunProcesses(t *testing.T) {
 			}
 		}
 		if actives == 8 && len(sa.Tasks) > 0 && len(sb.Tasks) > 0 {
-			if sa.AppID != "wc" || sa.Workers != 1 || sa.Instance == sb.Instance || sa.Leader == sb.Leader || sa.Generation < 1 {
+			if sa.AppID != e.appID || sa.Workers != 1 || sa.Instance == sb.Instance || sa.Leader == sb.Leader || sa.Generation < 1 {
 				t.Errorf("status documents: %+v %+v", sa, sb)
 			}
 			break
@@ -212,7 +249,7 @@ func TestClusterAndRunProcesses(t *testing.T) {
 	produce(200, 200)
 	deadline = time.Now().Add(60 * time.Second)
 	for {
-		got := readCountsT(t, brokers)
+		got := e.readCounts(t)
 		if fmt.Sprint(got) == fmt.Sprint(want) {
 			break
 		}
@@ -224,18 +261,11 @@ func TestClusterAndRunProcesses(t *testing.T) {
 	if code := b.stop(t, 60*time.Second); code != 0 {
 		t.Errorf("SIGTERM: exit %d, want 0; stderr:\n%s", code, b.stderr)
 	}
-	if code := cl.stop(t, 10*time.Second); code != 0 {
-		t.Errorf("cluster: exit %d on SIGTERM", code)
+	if e.cluster != nil {
+		if code := e.cluster.stop(t, 10*time.Second); code != 0 {
+			t.Errorf("cluster: exit %d on SIGTERM", code)
+		}
 	}
-}
-
-func readCountsT(t *testing.T, brokers string) map[string]int64 {
-	t.Helper()
-	got, err := counts.Read(context.Background(), []string{brokers}, "counts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return got
 }
 
 func TestRunStartupErrors(t *testing.T) {
