@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,7 +14,7 @@ import (
 )
 
 var chaosCmd = &cobra.Command{
-	Use:   "chaos [--duration 10m] [--seed N] [--guarantee exactly-once] [--json FILE]",
+	Use:   "chaos [--duration 10m] [--seed N] [--guarantee exactly-once] [--json FILE] [--brokers HOST:PORT,...]",
 	Short: "Run wordcount under random joins, drains, crashes and cluster restarts and check the counts",
 	Long: `chaos starts an embedded cluster (persisted to a temporary data directory) and
 wordcount instances, keeps input flowing, and every few seconds joins, drains
@@ -23,7 +24,12 @@ handed over to it, sometimes restarting the whole cluster from its data
 directory. Then it checks every word's count
 against the input: nothing may be lost; under at-least-once duplicates are
 allowed only after a crash, under exactly-once every count must be exact.
-Exit 1 if that does not hold.`,
+Exit 1 if that does not hold.
+
+With --brokers it runs on that cluster instead (Apache Kafka, say), under
+topic names and an application id that start with chaos-<seed>-<time>-, and
+restarts no broker. The suite's run on Apache Kafka that also kills brokers
+is: BATON_KAFKA=real BATON_CHAOS_DURATION=10m go test ./chaos -run TestChaosShort -timeout 40m`,
 	Args: cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
 		d, _ := cmd.Flags().GetDuration("duration")
@@ -32,6 +38,7 @@ Exit 1 if that does not hold.`,
 		out, _ := cmd.Flags().GetString("json")
 		g, _ := cmd.Flags().GetString("guarantee")
 		noRestart, _ := cmd.Flags().GetBool("no-restart")
+		brokers, _ := cmd.Flags().GetString("brokers")
 		if d <= 0 || every <= 0 {
 			return usageErr(fmt.Errorf("--duration and --every must be > 0"))
 		}
@@ -39,8 +46,12 @@ Exit 1 if that does not hold.`,
 		if err != nil {
 			return usageErr(fmt.Errorf("--guarantee: %w", err))
 		}
-		res, err := chaos.Run(cmd.Context(), chaos.Config{Duration: d, Every: every, Seed: seed, Out: os.Stdout,
-			Guarantee: guarantee, NoRestart: noRestart})
+		cfg := chaos.Config{Duration: d, Every: every, Seed: seed, Out: os.Stdout, Guarantee: guarantee, NoRestart: noRestart}
+		if brokers != "" {
+			cfg.External = &chaos.External{Brokers: strings.Split(brokers, ","),
+				Prefix: fmt.Sprintf("chaos-%d-%d-", seed, time.Now().Unix())}
+		}
+		res, err := chaos.Run(cmd.Context(), cfg)
 		if err != nil {
 			return err
 		}
@@ -65,5 +76,6 @@ func init() {
 	chaosCmd.Flags().String("json", "", "write the figures as JSON to this file")
 	chaosCmd.Flags().String("guarantee", "at-least-once", "the instances' guarantee: at-least-once or exactly-once")
 	chaosCmd.Flags().Bool("no-restart", false, "never restart the cluster")
+	chaosCmd.Flags().String("brokers", "", "run on this cluster (comma-separated bootstrap addresses) instead of an embedded one")
 	rootCmd.AddCommand(chaosCmd)
 }
