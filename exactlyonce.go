@@ -417,7 +417,7 @@ func (a *App) catchUpStores(ctx context.Context) error {
 }
 
 // rewindInput sets the input position of every active task back to its
-// last committed offset (the start of the partition when none). It runs
+// last committed offset (the start of the partition when it has none). It runs
 // on the loop between a poll and AllowRebalance, as SetOffsets requires.
 func (a *App) rewindInput(ctx context.Context) error {
 	a.mu.Lock()
@@ -443,10 +443,6 @@ func (a *App) rewindInput(ctx context.Context) error {
 	if err := a.catchUpStores(ctx); err != nil {
 		return err
 	}
-	committed, err := a.admin.FetchOffsets(kadm.RequireStable(ctx), a.cfg.appID)
-	if err != nil {
-		return fmt.Errorf("baton: reading committed offsets to rewind: %w", err)
-	}
 	var topics []string
 	for t := range parts {
 		topics = append(topics, t)
@@ -455,15 +451,25 @@ func (a *App) rewindInput(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("baton: reading start offsets to rewind: %w", err)
 	}
-	set := map[string]map[int32]kgo.EpochOffset{}
-	for topic, ps := range parts {
-		set[topic] = map[int32]kgo.EpochOffset{}
-		for _, p := range ps {
-			if c, ok := committed.Lookup(topic, p); ok && c.Err == nil && c.At >= 0 {
-				set[topic][p] = kgo.EpochOffset{Epoch: -1, Offset: c.At}
-			} else if s, ok := starts.Lookup(topic, p); ok && s.Err == nil {
-				set[topic][p] = kgo.EpochOffset{Epoch: -1, Offset: s.Offset}
-			}
+	// A partition whose committed offset cannot be read yet (a broker
+	// still writing the abort markers answers UNSTABLE_OFFSET_COMMIT) is
+	// asked again until ctx ends: taking it for "no commit" would process
+	// the whole partition again into stores that hold its effects.
+	var set map[string]map[int32]kgo.EpochOffset
+	for {
+		committed, err := a.admin.FetchOffsets(kadm.RequireStable(ctx), a.cfg.appID)
+		if err == nil {
+			set, err = rewindOffsets(parts, committed, starts)
+		} else {
+			err = fmt.Errorf("baton: reading committed offsets to rewind: %w", err)
+		}
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	a.group.SetOffsets(set)
@@ -473,4 +479,34 @@ func (a *App) rewindInput(ctx context.Context) error {
 	}
 	a.log.Info("input rewound to the last commit", "partitions", n)
 	return nil
+}
+
+// rewindOffsets decides where each input partition of parts goes after an
+// abort: its committed offset, or the start of the partition when the
+// group has committed none for it. A partition whose committed offset
+// or start could not be read is an error: the caller asks again.
+func rewindOffsets(parts map[string][]int32, committed kadm.OffsetResponses, starts kadm.ListedOffsets) (map[string]map[int32]kgo.EpochOffset, error) {
+	set := map[string]map[int32]kgo.EpochOffset{}
+	for topic, ps := range parts {
+		set[topic] = map[int32]kgo.EpochOffset{}
+		for _, p := range ps {
+			c, ok := committed.Lookup(topic, p)
+			if ok && c.Err != nil {
+				return nil, fmt.Errorf("baton: committed offset of %s[%d] to rewind to: %w", topic, p, c.Err)
+			}
+			if ok && c.At >= 0 {
+				set[topic][p] = kgo.EpochOffset{Epoch: -1, Offset: c.At}
+				continue
+			}
+			s, ok := starts.Lookup(topic, p)
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("baton: start offset of %s[%d] to rewind to: missing from the answer", topic, p)
+			case s.Err != nil:
+				return nil, fmt.Errorf("baton: start offset of %s[%d] to rewind to: %w", topic, p, s.Err)
+			}
+			set[topic][p] = kgo.EpochOffset{Epoch: -1, Offset: s.Offset}
+		}
+	}
+	return set, nil
 }
