@@ -17,16 +17,26 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/baton-streams/baton/internal/faultnet"
+	"github.com/baton-streams/baton/internal/kafkatest"
 	"github.com/baton-streams/baton/internal/tick"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// franz-go's fetch manager once outlived its client's Close in a CI
-		// run that included the crash tests (cut connections); it waits for
-		// in-flight fetches to report back. It belongs to the client, not
-		// the App; every other goroutine must be gone.
-		goleak.IgnoreTopFunction("github.com/twmb/franz-go/pkg/kgo.(*fetchManager).manageFetchConcurrency"))
+	code := m.Run()
+	// The shared Apache Kafka cluster (BATON_KAFKA=real) stops before the
+	// leak check: its nodes' waiters are the test binary's, not the App's.
+	kafkatest.StopShared()
+	if code == 0 {
+		// franz-go's fetch manager once outlived its client's Close in a
+		// CI run that included the crash tests (cut connections); it
+		// waits for in-flight fetches to report back. It belongs to the
+		// client, not the App; every other goroutine must be gone.
+		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/twmb/franz-go/pkg/kgo.(*fetchManager).manageFetchConcurrency")); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // flow produces lines until stopped, remembering every word's count.
