@@ -249,7 +249,11 @@ func (a *App) open() error {
 		kgo.OnPartitionsAssigned(a.onAssigned),
 		kgo.OnPartitionsRevoked(a.onRevoked),
 		kgo.OnPartitionsLost(a.onLost),
+		kgo.WithHooks((*groupHook)(a)),
 	}, a.cfg.kgoOpts...)
+	if a.cfg.staticMember {
+		opts = append(opts, kgo.InstanceID(a.cfg.instanceID))
+	}
 	if a.exactlyOnce() {
 		opts = append(opts, a.txnClientOpts()...)
 	}
@@ -270,6 +274,19 @@ func (a *App) open() error {
 	a.group, a.restore, a.admin = group, restore, kadm.NewClient(group)
 	a.groupClient.Store(group)
 	return nil
+}
+
+// groupHook receives the errors that end a group session. Most are
+// retried by the client (it joins again); a session timeout the brokers
+// refuse would be refused at every join, so it stops the App.
+type groupHook App
+
+func (h *groupHook) OnGroupManageError(err error) {
+	a := (*App)(h)
+	if errors.Is(err, kerr.InvalidSessionTimeout) {
+		a.fail(fmt.Errorf("%w: session timeout: %v is outside the bounds the brokers allow (group.min.session.timeout.ms, default 6s, and group.max.session.timeout.ms, default 30m): %s",
+			ErrConfig, a.cfg.session, kerr.InvalidSessionTimeout.Message))
+	}
 }
 
 func (a *App) releaseLock() {
