@@ -85,6 +85,9 @@ type App struct {
 	txnProcessed    atomic.Int64
 	txnOffsetsAdded bool
 	rewind          atomic.Bool
+	// lostCommit, when set (tests), makes the next transaction commit
+	// report this error after it committed: an outcome lost on the way.
+	lostCommit atomic.Pointer[error]
 	// view is the task list Status reads; groupClient is a.group for
 	// readers that must not take mu.
 	view        atomic.Pointer[[]taskView]
@@ -179,9 +182,10 @@ func (a *App) fail(err error) {
 // Run joins the group and processes until ctx is done, then drains: the
 // instance marks itself leaving, waits (up to the drain timeout, or until
 // Leave) for its active tasks to move to warm copies, commits, leaves the
-// group and returns nil. It returns an error if the brokers cannot be
-// reached within 10 s, if the state directory is locked, or if processing
-// fails. Run may be called once.
+// group and returns nil; with StopForRestart it commits and returns
+// without leaving. It returns an error if the brokers cannot be reached
+// within 10 s, if the state directory is locked, if the brokers refuse
+// the session timeout, or if processing fails. Run may be called once.
 func (a *App) Run(ctx context.Context) (err error) {
 	if !a.running.CompareAndSwap(false, true) {
 		return ErrRunning

@@ -190,6 +190,9 @@ func (a *App) commitTxnLocked(ctx context.Context, final bool) error {
 	if err := a.group.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return a.abortTxnLocked(fmt.Errorf("baton: committing the transaction: %w", err))
 	}
+	if err := a.lostCommit.Swap(nil); err != nil {
+		return a.abortTxnLocked(fmt.Errorf("baton: committing the transaction: %w", *err))
+	}
 	a.metrics.transactions.WithLabelValues("committed").Inc()
 	if err := a.applyPendingLocked(tasks); err != nil {
 		return err
@@ -320,6 +323,9 @@ func (a *App) rollbackLocked() {
 		}
 		for _, s := range t.stores {
 			clear(s.pending)
+			if acked := s.acked.Load(); acked > s.checkpoint {
+				s.inDoubt = max(s.inDoubt, acked)
+			}
 			s.acked.Store(s.checkpoint)
 		}
 		clear(t.offsets)
@@ -355,9 +361,38 @@ func (a *App) catchUpStores(ctx context.Context) error {
 	if len(topics) == 0 {
 		return nil
 	}
-	ends, err := a.admin.ListCommittedOffsets(ctx, topics...)
-	if err != nil {
-		return fmt.Errorf("baton: changelog ends to catch up: %w", err)
+	// The rolled-back transaction's writes end before inDoubt. Its
+	// outcome shows in the changelog once the last stable offset passes
+	// them: on Apache Kafka the markers are written after EndTxn returns,
+	// so until then a committed transaction is not readable yet.
+	var ends kadm.ListedOffsets
+	for {
+		var err error
+		ends, err = a.admin.ListCommittedOffsets(ctx, topics...)
+		if err != nil {
+			return fmt.Errorf("baton: changelog ends to catch up: %w", err)
+		}
+		pending := ""
+		for topic, parts := range byPart {
+			for p, c := range parts {
+				if o, ok := ends.Lookup(topic, p); c.s.inDoubt > 0 && (!ok || o.Err != nil || o.Offset <= c.s.inDoubt) {
+					pending = fmt.Sprintf("%s[%d]", topic, p)
+				}
+			}
+		}
+		if pending == "" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("baton: waiting for the outcome of the rolled-back transaction in %s: %w", pending, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	for _, parts := range byPart {
+		for _, c := range parts {
+			c.s.inDoubt = 0
+		}
 	}
 	from := map[string]map[int32]kgo.Offset{}
 	behind := map[string]map[int32]int64{}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -249,4 +250,30 @@ func kfakeWithMinSession(t *testing.T, min time.Duration) []string {
 	}
 	t.Cleanup(c.Close)
 	return c.Addrs()
+}
+
+// TestExactlyOnceLostCommitOutcomes: transaction commits go through but
+// report an error, as when the connection drops during EndTxn, while
+// lines flow. The instance aborts, catches its stores up with the
+// committed changelogs and rewinds the input to the committed offsets.
+// On Apache Kafka those offsets can still be unstable right after the
+// commit (its markers are written after EndTxn returns): the rewind must
+// wait for them, not restart the partitions. Every count stays exact.
+func TestExactlyOnceLostCommitOutcomes(t *testing.T) {
+	tg := kafkatest.ForTest(t)
+	h := newHarnessOn(t, tg, 4)
+	h.prefill(200)
+	a := h.start("a", WithGuarantee(ExactlyOnce))
+	h.eventually(60*time.Second, "a to run every task", func() bool { _, all := owners(a); return all })
+	h.waitExact(60 * time.Second)
+	f := h.startFlow(10 * time.Millisecond)
+	aborted := func() float64 { return testutil.ToFloat64(a.app.metrics.transactions.WithLabelValues("aborted")) }
+	lost := errors.New("test: the commit's outcome was lost")
+	for range 10 {
+		n := aborted()
+		a.app.lostCommit.Store(&lost)
+		h.eventually(30*time.Second, "a commit with a lost outcome", func() bool { return aborted() > n })
+	}
+	f.stop()
+	h.waitExact(60 * time.Second)
 }
