@@ -74,7 +74,12 @@ func (a *App) transactionalID() string { return a.cfg.appID + "-" + a.cfg.instan
 // txnClientOpts are the group client's options under ExactlyOnce.
 func (a *App) txnClientOpts() []kgo.Opt {
 	// TxnOffsetCommit v6 names topics by id; baton sends it itself (see
-	// commitTxnOffsets) and names topics by name, which v5 does.
+	// commitTxnOffsets) and names topics by name, which v5 does. v5 is
+	// also the lowest the client accepts for transaction version 2
+	// (KIP-890 part 2, Kafka 4's default): with it the client uses Produce
+	// v12+ without AddPartitionsToTxn and EndTxn v5, which bumps the
+	// producer epoch at every transaction (commitTxnOffsets asks for the
+	// current one). baton's own AddOffsetsToTxn is still accepted.
 	versions := kversion.Stable()
 	versions.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 5)
 	return []kgo.Opt{
