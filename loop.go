@@ -166,7 +166,7 @@ func (a *App) leave() error {
 		if err == nil {
 			err = resp.Error()
 		}
-		if err != nil {
+		if err != nil && !errors.Is(err, kerr.UnknownMemberID) { // the client left already
 			a.log.Warn("leaving the group", "err", err)
 		}
 	}

@@ -151,6 +151,24 @@ func (h *harness) staticMembers() []string {
 	return ids
 }
 
+// TestStaticDrainLeaves: a static member that drains (the default stop)
+// leaves the group when Run returns, although the client sends no
+// LeaveGroup for static members: the group does not wait for its session
+// to expire.
+func TestStaticDrainLeaves(t *testing.T) {
+	tg := kafkatest.ForTest(t)
+	h := newHarnessOn(t, tg, 4)
+	h.produce(100)
+	a := h.start("a", WithSessionTimeout(30*time.Second), WithRebalanceTimeout(10*time.Second))
+	b := h.start("b", WithSessionTimeout(30*time.Second), WithRebalanceTimeout(10*time.Second))
+	h.eventually(60*time.Second, "a and b to share the tasks", func() bool { return balanced(a, b) })
+	a.stop(t)
+	if got := h.staticMembers(); strings.Join(got, ",") != "b" {
+		t.Errorf("after a drained, the group's members are %v, want b", got)
+	}
+	h.waitExact(60 * time.Second)
+}
+
 func equalOwners(a, b map[string]string) bool {
 	if len(a) != len(b) {
 		return false
