@@ -85,6 +85,9 @@ type App struct {
 	txnProcessed    atomic.Int64
 	txnOffsetsAdded bool
 	rewind          atomic.Bool
+	// lostCommit, when set (tests), makes the next transaction commit
+	// report this error after it committed: an outcome lost on the way.
+	lostCommit atomic.Pointer[error]
 	// view is the task list Status reads; groupClient is a.group for
 	// readers that must not take mu.
 	view        atomic.Pointer[[]taskView]
@@ -179,9 +182,10 @@ func (a *App) fail(err error) {
 // Run joins the group and processes until ctx is done, then drains: the
 // instance marks itself leaving, waits (up to the drain timeout, or until
 // Leave) for its active tasks to move to warm copies, commits, leaves the
-// group and returns nil. It returns an error if the brokers cannot be
-// reached within 10 s, if the state directory is locked, or if processing
-// fails. Run may be called once.
+// group and returns nil; with StopForRestart it commits and returns
+// without leaving. It returns an error if the brokers cannot be reached
+// within 10 s, if the state directory is locked, if the brokers refuse
+// the session timeout, or if processing fails. Run may be called once.
 func (a *App) Run(ctx context.Context) (err error) {
 	if !a.running.CompareAndSwap(false, true) {
 		return ErrRunning
@@ -259,7 +263,11 @@ func (a *App) open() error {
 		kgo.OnPartitionsAssigned(a.onAssigned),
 		kgo.OnPartitionsRevoked(a.onRevoked),
 		kgo.OnPartitionsLost(a.onLost),
+		kgo.WithHooks((*groupHook)(a)),
 	}, a.cfg.kgoOpts...)
+	if a.cfg.staticMember {
+		opts = append(opts, kgo.InstanceID(a.cfg.instanceID))
+	}
 	if a.exactlyOnce() {
 		opts = append(opts, a.txnClientOpts()...)
 	}
@@ -280,6 +288,19 @@ func (a *App) open() error {
 	a.group, a.restore, a.admin = group, restore, kadm.NewClient(group)
 	a.groupClient.Store(group)
 	return nil
+}
+
+// groupHook receives the errors that end a group session. Most are
+// retried by the client (it joins again); a session timeout the brokers
+// refuse would be refused at every join, so it stops the App.
+type groupHook App
+
+func (h *groupHook) OnGroupManageError(err error) {
+	a := (*App)(h)
+	if errors.Is(err, kerr.InvalidSessionTimeout) {
+		a.fail(fmt.Errorf("%w: session timeout: %v is outside the bounds the brokers allow (group.min.session.timeout.ms, default 6s, and group.max.session.timeout.ms, default 30m): %s",
+			ErrConfig, a.cfg.session, kerr.InvalidSessionTimeout.Message))
+	}
 }
 
 func (a *App) releaseLock() {

@@ -74,7 +74,12 @@ func (a *App) transactionalID() string { return a.cfg.appID + "-" + a.cfg.instan
 // txnClientOpts are the group client's options under ExactlyOnce.
 func (a *App) txnClientOpts() []kgo.Opt {
 	// TxnOffsetCommit v6 names topics by id; baton sends it itself (see
-	// commitTxnOffsets) and names topics by name, which v5 does.
+	// commitTxnOffsets) and names topics by name, which v5 does. v5 is
+	// also the lowest the client accepts for transaction version 2
+	// (KIP-890 part 2, Kafka 4's default): with it the client uses Produce
+	// v12+ without AddPartitionsToTxn and EndTxn v5, which bumps the
+	// producer epoch at every transaction (commitTxnOffsets asks for the
+	// current one). baton's own AddOffsetsToTxn is still accepted.
 	versions := kversion.Stable()
 	versions.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 5)
 	return []kgo.Opt{
@@ -189,6 +194,9 @@ func (a *App) commitTxnLocked(ctx context.Context, final bool) error {
 	}
 	if err := a.group.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return a.abortTxnLocked(fmt.Errorf("baton: committing the transaction: %w", err))
+	}
+	if err := a.lostCommit.Swap(nil); err != nil {
+		return a.abortTxnLocked(fmt.Errorf("baton: committing the transaction: %w", *err))
 	}
 	a.metrics.transactions.WithLabelValues("committed").Inc()
 	if err := a.applyPendingLocked(tasks); err != nil {
@@ -320,6 +328,9 @@ func (a *App) rollbackLocked() {
 		}
 		for _, s := range t.stores {
 			clear(s.pending)
+			if acked := s.acked.Load(); acked > s.checkpoint {
+				s.inDoubt = max(s.inDoubt, acked)
+			}
 			s.acked.Store(s.checkpoint)
 		}
 		clear(t.offsets)
@@ -355,9 +366,38 @@ func (a *App) catchUpStores(ctx context.Context) error {
 	if len(topics) == 0 {
 		return nil
 	}
-	ends, err := a.admin.ListCommittedOffsets(ctx, topics...)
-	if err != nil {
-		return fmt.Errorf("baton: changelog ends to catch up: %w", err)
+	// The rolled-back transaction's writes end before inDoubt. Its
+	// outcome shows in the changelog once the last stable offset passes
+	// them: on Apache Kafka the markers are written after EndTxn returns,
+	// so until then a committed transaction is not readable yet.
+	var ends kadm.ListedOffsets
+	for {
+		var err error
+		ends, err = a.admin.ListCommittedOffsets(ctx, topics...)
+		if err != nil {
+			return fmt.Errorf("baton: changelog ends to catch up: %w", err)
+		}
+		pending := ""
+		for topic, parts := range byPart {
+			for p, c := range parts {
+				if o, ok := ends.Lookup(topic, p); c.s.inDoubt > 0 && (!ok || o.Err != nil || o.Offset <= c.s.inDoubt) {
+					pending = fmt.Sprintf("%s[%d]", topic, p)
+				}
+			}
+		}
+		if pending == "" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("baton: waiting for the outcome of the rolled-back transaction in %s: %w", pending, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	for _, parts := range byPart {
+		for _, c := range parts {
+			c.s.inDoubt = 0
+		}
 	}
 	from := map[string]map[int32]kgo.Offset{}
 	behind := map[string]map[int32]int64{}
@@ -417,7 +457,7 @@ func (a *App) catchUpStores(ctx context.Context) error {
 }
 
 // rewindInput sets the input position of every active task back to its
-// last committed offset (the start of the partition when none). It runs
+// last committed offset (the start of the partition when it has none). It runs
 // on the loop between a poll and AllowRebalance, as SetOffsets requires.
 func (a *App) rewindInput(ctx context.Context) error {
 	a.mu.Lock()
@@ -443,10 +483,6 @@ func (a *App) rewindInput(ctx context.Context) error {
 	if err := a.catchUpStores(ctx); err != nil {
 		return err
 	}
-	committed, err := a.admin.FetchOffsets(kadm.RequireStable(ctx), a.cfg.appID)
-	if err != nil {
-		return fmt.Errorf("baton: reading committed offsets to rewind: %w", err)
-	}
 	var topics []string
 	for t := range parts {
 		topics = append(topics, t)
@@ -455,15 +491,25 @@ func (a *App) rewindInput(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("baton: reading start offsets to rewind: %w", err)
 	}
-	set := map[string]map[int32]kgo.EpochOffset{}
-	for topic, ps := range parts {
-		set[topic] = map[int32]kgo.EpochOffset{}
-		for _, p := range ps {
-			if c, ok := committed.Lookup(topic, p); ok && c.Err == nil && c.At >= 0 {
-				set[topic][p] = kgo.EpochOffset{Epoch: -1, Offset: c.At}
-			} else if s, ok := starts.Lookup(topic, p); ok && s.Err == nil {
-				set[topic][p] = kgo.EpochOffset{Epoch: -1, Offset: s.Offset}
-			}
+	// A partition whose committed offset cannot be read yet (a broker
+	// still writing the abort markers answers UNSTABLE_OFFSET_COMMIT) is
+	// asked again until ctx ends: taking it for "no commit" would process
+	// the whole partition again into stores that hold its effects.
+	var set map[string]map[int32]kgo.EpochOffset
+	for {
+		committed, err := a.admin.FetchOffsets(kadm.RequireStable(ctx), a.cfg.appID)
+		if err == nil {
+			set, err = rewindOffsets(parts, committed, starts)
+		} else {
+			err = fmt.Errorf("baton: reading committed offsets to rewind: %w", err)
+		}
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 	a.group.SetOffsets(set)
@@ -473,4 +519,34 @@ func (a *App) rewindInput(ctx context.Context) error {
 	}
 	a.log.Info("input rewound to the last commit", "partitions", n)
 	return nil
+}
+
+// rewindOffsets decides where each input partition of parts goes after an
+// abort: its committed offset, or the start of the partition when the
+// group has committed none for it. A partition whose committed offset
+// or start could not be read is an error: the caller asks again.
+func rewindOffsets(parts map[string][]int32, committed kadm.OffsetResponses, starts kadm.ListedOffsets) (map[string]map[int32]kgo.EpochOffset, error) {
+	set := map[string]map[int32]kgo.EpochOffset{}
+	for topic, ps := range parts {
+		set[topic] = map[int32]kgo.EpochOffset{}
+		for _, p := range ps {
+			c, ok := committed.Lookup(topic, p)
+			if ok && c.Err != nil {
+				return nil, fmt.Errorf("baton: committed offset of %s[%d] to rewind to: %w", topic, p, c.Err)
+			}
+			if ok && c.At >= 0 {
+				set[topic][p] = kgo.EpochOffset{Epoch: -1, Offset: c.At}
+				continue
+			}
+			s, ok := starts.Lookup(topic, p)
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("baton: start offset of %s[%d] to rewind to: missing from the answer", topic, p)
+			case s.Err != nil:
+				return nil, fmt.Errorf("baton: start offset of %s[%d] to rewind to: %w", topic, p, s.Err)
+			}
+			set[topic][p] = kgo.EpochOffset{Epoch: -1, Offset: s.Offset}
+		}
+	}
+	return set, nil
 }

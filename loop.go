@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -35,6 +36,9 @@ func (a *App) loop(ctx context.Context) error {
 		case err := <-a.fatal:
 			return a.abort(err)
 		default:
+		}
+		if ctx.Err() != nil && a.cfg.stopMode == StopForRestart {
+			return a.stopForRestart()
 		}
 		if ctx.Err() != nil && !a.leaving.Load() {
 			drainStart = time.Now()
@@ -154,7 +158,39 @@ func (a *App) leave() error {
 	if err := a.group.LeaveGroupContext(ctx); err != nil {
 		a.log.Warn("leaving the group", "err", err)
 	}
+	if a.cfg.staticMember {
+		// The client does not leave for a static member (it expects it
+		// back): a drained instance leaves by its instance id, so the
+		// group does not wait a session timeout to rebalance.
+		resp, err := a.admin.LeaveGroup(ctx, kadm.LeaveGroup(a.cfg.appID).InstanceIDs(a.cfg.instanceID).Reason("baton: drained"))
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil && !errors.Is(err, kerr.UnknownMemberID) { // the client left already
+			a.log.Warn("leaving the group", "err", err)
+		}
+	}
 	a.log.Info("left the group")
+	return nil
+}
+
+// stopForRestart commits what was processed and closes the tasks without
+// leaving the group: the group keeps this static member's tasks for it
+// until the session timeout.
+func (a *App) stopForRestart() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.commitLocked(ctx, a.activeTasksLocked()); err != nil {
+		a.log.Warn("final commit before the restart", "err", err)
+	}
+	for _, t := range a.tasks {
+		a.closeTaskLocked(t)
+		delete(a.tasks, t.id)
+	}
+	a.publishSnapshotLocked()
+	a.log.Info("stopped for a restart: still a member of the group until the session timeout", "session_timeout", a.cfg.session)
 	return nil
 }
 

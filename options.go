@@ -36,6 +36,8 @@ type config struct {
 	policy         assign.Policy
 	rack           string
 	instanceID     string
+	staticMember   bool // instanceID was given: it is also the group.instance.id
+	stopMode       StopMode
 	endpoint       string
 	kgoOpts        []kgo.Opt
 	logger         *slog.Logger
@@ -125,8 +127,55 @@ func WithPolicy(p assign.Policy) Option { return func(c *config) { c.policy = p 
 func WithRack(rack string) Option { return func(c *config) { c.rack = rack } }
 
 // WithInstanceID names the instance (default: host-pid-random). It must
-// be unique in the group.
-func WithInstanceID(id string) Option { return func(c *config) { c.instanceID = id } }
+// be unique in the group. A given id is also the member's
+// group.instance.id (static membership, KIP-345): an instance that
+// restarts with the same id within the session timeout gets its tasks
+// back without a rebalance, and under ExactlyOnce its transactional id
+// fences its predecessor's open transaction at once.
+func WithInstanceID(id string) Option {
+	return func(c *config) { c.instanceID, c.staticMember = id, true }
+}
+
+// StopMode is what an App does when the context given to Run ends.
+type StopMode int
+
+const (
+	// StopDrain moves the instance's tasks to warm copies elsewhere, then
+	// leaves the group (up to the drain timeout). The default.
+	StopDrain StopMode = iota
+	// StopForRestart commits what was processed, closes the stores and
+	// stops without leaving the group: the group keeps the instance's
+	// tasks for it until the session timeout, and the instance restarted
+	// with the same instance id and state dir within it resumes them
+	// with nothing moved. It requires WithInstanceID.
+	StopForRestart
+)
+
+// String returns the name ParseStopMode accepts.
+func (m StopMode) String() string {
+	switch m {
+	case StopDrain:
+		return "drain"
+	case StopForRestart:
+		return "restart"
+	}
+	return fmt.Sprintf("StopMode(%d)", int(m))
+}
+
+// ParseStopMode parses "drain" or "restart".
+func ParseStopMode(s string) (StopMode, error) {
+	switch s {
+	case "drain":
+		return StopDrain, nil
+	case "restart":
+		return StopForRestart, nil
+	}
+	return 0, fmt.Errorf("unknown stop mode %q (want drain or restart)", s)
+}
+
+// WithStopMode sets what the App does when Run's context ends. Default
+// StopDrain.
+func WithStopMode(m StopMode) Option { return func(c *config) { c.stopMode = m } }
 
 // WithEndpoint sets the host:port other members can reach this instance's
 // HTTP server at; it travels in the subscription.
@@ -194,6 +243,10 @@ func (c *config) validate() error {
 		return bad("drain timeout", "must be >= 0, got %v", c.drainTimeout)
 	case c.instanceID == "":
 		return bad("instance id", "must not be empty")
+	case c.stopMode != StopDrain && c.stopMode != StopForRestart:
+		return bad("stop mode", "unknown %v", c.stopMode)
+	case c.stopMode == StopForRestart && !c.staticMember:
+		return bad("stop mode", "restart requires an instance id (WithInstanceID): the restarted instance must be the same group member")
 	case c.guarantee != AtLeastOnce && c.guarantee != ExactlyOnce:
 		return bad("guarantee", "unknown %v", c.guarantee)
 	case c.guarantee == ExactlyOnce && c.txnTimeout <= c.commitInterval:

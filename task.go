@@ -69,6 +69,10 @@ type taskStore struct {
 	// cluster acknowledged; written from produce callbacks.
 	acked   atomic.Int64
 	written atomic.Int64 // changelog writes in flight or done since last apply
+	// inDoubt, under exactly-once, is acked when a transaction with
+	// writes to this store was rolled back: its outcome is known once the
+	// changelog's last stable offset passes it (see catchUpStores).
+	inDoubt int64
 }
 
 type pendingWrite struct {

@@ -39,7 +39,13 @@ var wordcountCmd = &cobra.Command{
 repartitioned by word and counted in a state store. For every occurrence the
 word's new count is written to the output topic (key = word, value = count as
 decimal text). SIGTERM or SIGINT drains the instance: its tasks move to warm
-copies first, then it leaves. A second signal leaves at once.`,
+copies first, then it leaves. A second signal leaves at once.
+
+With --instance-id the instance is a static member of the group (Kafka's
+group.instance.id). --on-stop restart then makes SIGTERM commit, close the
+stores and exit without leaving the group: restarted with the same
+--instance-id and --state-dir within --session-timeout, the instance gets
+its tasks back and nothing moves.`,
 	Args: cobra.NoArgs,
 	RunE: runWordcount,
 }
@@ -60,7 +66,8 @@ func init() {
 	f.String("http", "", "serve /status, /metrics and / on this address (e.g. 127.0.0.1:0)")
 	f.String("guarantee", "at-least-once", "processing guarantee: at-least-once or exactly-once (Kafka transactions)")
 	f.Duration("transaction-timeout", 10*time.Second, "with --guarantee exactly-once: how long the cluster keeps a dead instance's open transaction (holding up its changelogs and output) before aborting it")
-	f.String("instance-id", "", "instance id (default: host-pid-random)")
+	f.String("instance-id", "", "instance id, also the static group member id (group.instance.id); default: host-pid-random, not static")
+	f.String("on-stop", "drain", "what SIGTERM does: drain (tasks move to warm copies, then leave) or restart (commit and exit still a member; needs --instance-id)")
 	f.Duration("heartbeat", 200*time.Millisecond, "group heartbeat interval")
 	f.Duration("session-timeout", 6*time.Second, "group session timeout")
 	f.Duration("drain-timeout", 60*time.Second, "longest a graceful stop waits for tasks to move")
@@ -143,6 +150,14 @@ func runWordcount(cmd *cobra.Command, _ []string) error {
 	if id := str("instance-id"); id != "" {
 		opts = append(opts, baton.WithInstanceID(id))
 	}
+	onStop, err := baton.ParseStopMode(str("on-stop"))
+	if err != nil {
+		return usageErr(fmt.Errorf("--on-stop: %w", err))
+	}
+	if onStop == baton.StopForRestart && str("instance-id") == "" {
+		return usageErr(errors.New("--on-stop restart: requires --instance-id (the restarted process must be the same group member)"))
+	}
+	opts = append(opts, baton.WithStopMode(onStop))
 	switch bad := str("on-bad-record"); {
 	case bad == "stop":
 	case bad == "skip":
@@ -190,6 +205,11 @@ func runWordcount(cmd *cobra.Command, _ []string) error {
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		<-sig
+		if onStop == baton.StopForRestart {
+			logger.Info("signal: stopping for a restart (staying in the group)")
+			cancel()
+			return
+		}
 		logger.Info("signal: draining (send again to leave at once)")
 		cancel()
 		<-sig
