@@ -46,6 +46,14 @@ type config struct {
 	badRecords     BadRecordPolicy
 	guarantee      Guarantee
 	txnTimeout     time.Duration
+	// Internal topics: replication factor and min.insync.replicas (the
+	// defaults depend on the cluster's size), and how often repartition
+	// topics are purged.
+	replicationFactor int
+	replicationSet    bool
+	minISR            int
+	minISRSet         bool
+	purgeInterval     time.Duration
 }
 
 func defaults() config {
@@ -63,6 +71,7 @@ func defaults() config {
 		instanceID:     fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), time.Now().UnixNano()&0xffff),
 		logger:         slog.Default(),
 		txnTimeout:     10 * time.Second,
+		purgeInterval:  DefaultPurgeInterval,
 	}
 }
 
@@ -162,6 +171,36 @@ func WithCreateSinks(configs map[string]string) Option {
 	}
 }
 
+// WithReplicationFactor sets the replication factor of the topics baton
+// creates: changelogs, repartition topics, and output topics with
+// WithCreateSinks. Default: 3, or the number of brokers in the cluster if
+// fewer. Must be >= 1 and at most the number of brokers.
+func WithReplicationFactor(n int) Option {
+	return func(c *config) { c.replicationFactor, c.replicationSet = n, true }
+}
+
+// WithMinInSyncReplicas sets min.insync.replicas of the topics baton
+// creates (see WithReplicationFactor): how many replicas must have a
+// record before the write succeeds. Default: 2, or replication factor - 1
+// if that is less, and at least 1 (a replication factor of 3 gives 2, of 2
+// or 1 gives 1). Must be >= 1 and at most the replication factor.
+func WithMinInSyncReplicas(n int) Option {
+	return func(c *config) { c.minISR, c.minISRSet = n, true }
+}
+
+// DefaultPurgeInterval is how often, at most, baton purges repartition
+// topics by default (Kafka Streams' repartition.purge.interval.ms).
+const DefaultPurgeInterval = 30 * time.Second
+
+// WithRepartitionPurgeInterval sets how often, at most, the instance
+// deletes the records of repartition topics it has committed (a
+// DeleteRecords request up to each committed offset, sent in the
+// background after a successful commit). 0 purges after every commit.
+// Default 30s.
+func WithRepartitionPurgeInterval(d time.Duration) Option {
+	return func(c *config) { c.purgeInterval = d }
+}
+
 func (c *config) validate() error {
 	if c.optErr != nil {
 		return c.optErr
@@ -194,6 +233,14 @@ func (c *config) validate() error {
 		return bad("drain timeout", "must be >= 0, got %v", c.drainTimeout)
 	case c.instanceID == "":
 		return bad("instance id", "must not be empty")
+	case c.replicationSet && (c.replicationFactor < 1 || c.replicationFactor > 32767):
+		return bad("replication factor", "must be between 1 and the number of brokers, got %d", c.replicationFactor)
+	case c.minISRSet && c.minISR < 1:
+		return bad("min in-sync replicas", "must be >= 1, got %d", c.minISR)
+	case c.minISRSet && c.replicationSet && c.minISR > c.replicationFactor:
+		return bad("min in-sync replicas", "must not exceed the replication factor (%d), got %d", c.replicationFactor, c.minISR)
+	case c.purgeInterval < 0:
+		return bad("repartition purge interval", "must be >= 0, got %v", c.purgeInterval)
 	case c.guarantee != AtLeastOnce && c.guarantee != ExactlyOnce:
 		return bad("guarantee", "unknown %v", c.guarantee)
 	case c.guarantee == ExactlyOnce && c.txnTimeout <= c.commitInterval:
