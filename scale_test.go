@@ -17,16 +17,26 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/baton-streams/baton/internal/faultnet"
+	"github.com/baton-streams/baton/internal/kafkatest"
 	"github.com/baton-streams/baton/internal/tick"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
+	goleak.VerifyTestMain(stopSharedAfter{m},
 		// franz-go's fetch manager once outlived its client's Close in a CI
 		// run that included the crash tests (cut connections); it waits for
 		// in-flight fetches to report back. It belongs to the client, not
 		// the App; every other goroutine must be gone.
 		goleak.IgnoreTopFunction("github.com/twmb/franz-go/pkg/kgo.(*fetchManager).manageFetchConcurrency"))
+}
+
+// stopSharedAfter runs the tests, then stops the shared Apache Kafka
+// cluster (BATON_KAFKA=real) before goleak looks for goroutines left over.
+type stopSharedAfter struct{ m *testing.M }
+
+func (s stopSharedAfter) Run() int {
+	defer kafkatest.StopShared()
+	return s.m.Run()
 }
 
 // flow produces lines until stopped, remembering every word's count.
