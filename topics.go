@@ -136,23 +136,29 @@ func (a *App) prepareTopics(ctx context.Context) error {
 		}
 		return 0
 	}
-	create := func(topic string, n int32, configs map[string]*string) error {
+	// create creates topic and reports whether it did: false if it exists
+	// already though the metadata did not list it yet (just created by
+	// someone else, or not yet known to the broker that answered).
+	create := func(topic string, n int32, configs map[string]*string) (bool, error) {
 		if rf > len(meta.Brokers) {
-			return fmt.Errorf("%w: replication factor: %d exceeds the %d brokers of the cluster; topic %s cannot be created", ErrConfig, rf, len(meta.Brokers), topic)
+			return false, fmt.Errorf("%w: replication factor: %d exceeds the %d brokers of the cluster; topic %s cannot be created", ErrConfig, rf, len(meta.Brokers), topic)
 		}
 		resp, err := a.admin.CreateTopic(cctx, n, int16(rf), configs, topic)
 		if err == nil {
 			err = resp.Err
 		}
-		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("baton: creating topic %s (%d partitions, replication factor %d): %w", topic, n, rf, err)
+		if errors.Is(err, kerr.TopicAlreadyExists) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("baton: creating topic %s (%d partitions, replication factor %d): %w", topic, n, rf, err)
 		}
 		a.log.Info("created topic", "topic", topic, "partitions", n, "replication_factor", rf, "min_insync_replicas", isr)
 		details[topic] = kadm.TopicDetail{Topic: topic, Partitions: make(kadm.PartitionDetails, n)}
 		for p := range n {
 			details[topic].Partitions[p] = kadm.PartitionDetail{Topic: topic, Partition: p}
 		}
-		return nil
+		return true, nil
 	}
 	// existing internal topics whose cleanup policy is checked below:
 	// topic -> "changelog" or "repartition".
@@ -163,7 +169,16 @@ func (a *App) prepareTopics(ctx context.Context) error {
 		}
 		have := parts(topic)
 		if have == 0 {
-			return create(topic, n, configs)
+			created, err := create(topic, n, configs)
+			if err != nil || created {
+				return err
+			}
+			d, err := a.waitTopic(ctx, topic)
+			if err != nil {
+				return err
+			}
+			details[topic] = d
+			have = int32(len(d.Partitions))
 		}
 		if have != n {
 			return fmt.Errorf("baton: %s topic %s has %d partitions, the subtopology has %d tasks: delete it or use a new app id", kind, topic, have, n)
@@ -194,7 +209,7 @@ func (a *App) prepareTopics(ctx context.Context) error {
 			case slices.Contains(s.Repartition, sink):
 				err = internalTopic("repartition", sink, n, repartitionConfigs(isr))
 			case a.cfg.sinkConfigs != nil && parts(sink) == 0 && n > 0:
-				err = create(sink, n, sinkConfigs(a.cfg.sinkConfigs, isr))
+				_, err = create(sink, n, sinkConfigs(a.cfg.sinkConfigs, isr))
 			}
 			if err != nil {
 				return err
@@ -212,6 +227,27 @@ func (a *App) prepareTopics(ctx context.Context) error {
 	return nil
 }
 
+// waitTopic returns the metadata of a topic that exists, waiting (10 s)
+// until the brokers list it.
+func (a *App) waitTopic(ctx context.Context, topic string) (kadm.TopicDetail, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		ds, err := a.admin.ListTopics(ctx, topic)
+		if d, ok := ds[topic]; err == nil && ok && d.Err == nil && len(d.Partitions) > 0 {
+			return d, nil
+		}
+		if err == nil {
+			err = ds[topic].Err
+		}
+		select {
+		case <-ctx.Done():
+			return kadm.TopicDetail{}, fmt.Errorf("baton: topic %s exists but its metadata is not available: %v", topic, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 // checkPolicies checks the cleanup policy of internal topics that existed
 // before this start: a changelog must be compacted (a deleting changelog
 // loses state), a repartition topic must not be (compaction drops records
@@ -225,7 +261,26 @@ func (a *App) checkPolicies(ctx context.Context, existing map[string]string) err
 		topics = append(topics, t)
 	}
 	slices.Sort(topics)
-	rcs, err := a.admin.DescribeTopicConfigs(ctx, topics...)
+	// A broker that has not heard of a topic just created yet answers
+	// UnknownTopicOrPartition: ask again for a while.
+	var rcs kadm.ResourceConfigs
+	var err error
+	for {
+		rcs, err = a.admin.DescribeTopicConfigs(ctx, topics...)
+		unknown := false
+		for _, rc := range rcs {
+			unknown = unknown || errors.Is(rc.Err, kerr.UnknownTopicOrPartition)
+		}
+		if err != nil || !unknown {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+			continue
+		}
+		break
+	}
 	if err != nil {
 		return fmt.Errorf("baton: describing the configs of topics %s: %w", strings.Join(topics, ","), err)
 	}
