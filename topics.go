@@ -94,14 +94,26 @@ func (a *App) prepareTopics(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Input topics must exist before their partition counts size the
-	// internal topics: wait for them (a producer may create them).
 	internal := map[string]bool{}
 	for _, s := range a.top.Subtopologies() {
 		for _, t := range s.Repartition {
 			internal[t] = true
 		}
+		for _, st := range s.Stores {
+			internal[st.Changelog] = true
+		}
 	}
+	// A replication factor the cluster cannot give is reported now, not
+	// after waiting for the input topics, if an internal topic is missing.
+	if rf > len(meta.Brokers) {
+		for t := range internal {
+			if d, ok := details[t]; !ok || d.Err != nil {
+				return fmt.Errorf("%w: replication factor: %d exceeds the %d brokers of the cluster; topic %s cannot be created", ErrConfig, rf, len(meta.Brokers), t)
+			}
+		}
+	}
+	// Input topics must exist before their partition counts size the
+	// internal topics: wait for them (a producer may create them).
 	for _, t := range a.sourceTopics() {
 		if internal[t] {
 			continue
