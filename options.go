@@ -160,7 +160,9 @@ func WithListener(l Listener) Option { return func(c *config) { c.listener = l }
 
 // WithCreateSinks makes the App create output topics that are missing,
 // with the partition count of the subtopology writing them and the given
-// topic configs (e.g. {"cleanup.policy": "compact"}). By default a missing
+// topic configs (e.g. {"cleanup.policy": "compact"}), the replication
+// factor of WithReplicationFactor and, unless configs set it, the
+// min.insync.replicas of WithMinInSyncReplicas. By default a missing
 // output topic is an error at the first record sent to it.
 func WithCreateSinks(configs map[string]string) Option {
 	return func(c *config) {
