@@ -142,6 +142,10 @@ func (a *App) prepareTopics(ctx context.Context) error {
 			}
 		}
 	}
+	// Waiting for the input may have taken longer than the brokers' 10 s:
+	// creating and checking the internal topics gets its own time.
+	cctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	parts := func(t string) int32 {
 		if d, ok := details[t]; ok && d.Err == nil {
 			return int32(len(d.Partitions))

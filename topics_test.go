@@ -418,3 +418,29 @@ func offsetsAt(o kadm.Offsets) map[string]int64 {
 	o.Each(func(o kadm.Offset) { out[o.Topic+"/"+strconv.Itoa(int(o.Partition))] = o.At })
 	return out
 }
+
+// TestInternalTopicsAfterLateInput: an App started before its input topic
+// exists creates its internal topics once the input appears, however late
+// (the 10 s allowed to reach the brokers do not limit it).
+func TestInternalTopicsAfterLateInput(t *testing.T) {
+	tg := kafkatest.ForTest(t)
+	h := &harness{t: t, brokers: tg.Brokers, appID: tg.Name("wc"), input: tg.Name("lines"), output: tg.Name("counts"),
+		words: map[string]int64{}, rng: rand.New(rand.NewPCG(1, 2))}
+	var err error
+	h.prod, err = kgo.NewClient(kgo.SeedBrokers(h.brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.prod.Close)
+	r := h.start("a", WithCreateSinks(nil))
+	// Not a wait for a condition: the input must appear after the 10 s.
+	time.Sleep(11 * time.Second)
+	select {
+	case err := <-r.done:
+		t.Fatalf("Run returned while waiting for its input: %v", err)
+	default:
+	}
+	createTopic(t, newAdmin(t, h.brokers), h.input, 2, nil)
+	h.produce(50)
+	h.waitExact(60 * time.Second)
+}
