@@ -47,6 +47,7 @@ type App struct {
 	admin   *kadm.Client
 	unlock  func() error
 	metrics *metrics
+	purger  *purger // deletes committed records of repartition topics
 
 	// mu guards tasks and the restore bookkeeping. The run loop holds it
 	// while it changes them; rebalance callbacks take it. It is never held
@@ -140,6 +141,15 @@ func New(top *topology.Topology, opts ...Option) (*App, error) {
 			stateful = true
 		}
 	}
+	var repartition []string
+	for _, s := range top.Subtopologies() {
+		for _, t := range s.Sources {
+			if slices.Contains(s.Repartition, t) {
+				repartition = append(repartition, t)
+			}
+		}
+	}
+	a.purger = newPurger(repartition, cfg.purgeInterval, a.log)
 	if stateful && cfg.stateDir == "" && !cfg.memoryState {
 		return nil, fmt.Errorf("%w: state dir: required for a stateful topology", ErrConfig)
 	}
@@ -200,6 +210,8 @@ func (a *App) Run(ctx context.Context) (err error) {
 		}
 		return err
 	}
+	a.purger.start(a.admin)
+	defer a.purger.close()
 	if a.exactlyOnce() {
 		if err := a.beginTxn(); err != nil {
 			return err
@@ -340,125 +352,6 @@ func (a *App) sourceTopics() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// prepareTopics waits for the brokers (10 s), learns partition counts and
-// creates internal topics that are missing: repartition topics with the
-// partitions of the subtopology that writes them, changelogs (compacted)
-// with the partitions of their subtopology's sources.
-func (a *App) prepareTopics(ctx context.Context) error {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	var details kadm.TopicDetails
-	var err error
-	for {
-		details, err = a.admin.ListTopics(cctx)
-		if err == nil {
-			break
-		}
-		select {
-		case <-cctx.Done():
-			return fmt.Errorf("%w: %s: %v", ErrBrokers, joinComma(a.cfg.brokers), err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	// Input topics must exist before their partition counts size the
-	// internal topics: wait for them (a producer may create them).
-	internal := map[string]bool{}
-	for _, s := range a.top.Subtopologies() {
-		for _, t := range s.Repartition {
-			internal[t] = true
-		}
-	}
-	for _, t := range a.sourceTopics() {
-		if internal[t] {
-			continue
-		}
-		logged := false
-		for {
-			if d, ok := details[t]; ok && d.Err == nil && len(d.Partitions) > 0 {
-				break
-			}
-			if !logged {
-				a.log.Info("waiting for input topic to exist", "topic", t)
-				logged = true
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(500 * time.Millisecond):
-			}
-			lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
-			more, err := a.admin.ListTopics(lctx, t)
-			lcancel()
-			if err == nil {
-				for k, v := range more {
-					details[k] = v
-				}
-			}
-		}
-	}
-	parts := func(t string) int32 {
-		if d, ok := details[t]; ok && d.Err == nil {
-			return int32(len(d.Partitions))
-		}
-		return 0
-	}
-	create := func(topic string, n int32, configs map[string]*string) error {
-		if parts(topic) > 0 || n <= 0 {
-			return nil
-		}
-		resp, err := a.admin.CreateTopic(cctx, n, -1, configs, topic)
-		if err == nil {
-			err = resp.Err
-		}
-		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("baton: creating topic %s: %w", topic, err)
-		}
-		a.log.Info("created topic", "topic", topic, "partitions", n)
-		details[topic] = kadm.TopicDetail{Topic: topic, Partitions: make(kadm.PartitionDetails, n)}
-		for p := range n {
-			details[topic].Partitions[p] = kadm.PartitionDetail{Topic: topic, Partition: p}
-		}
-		return nil
-	}
-	compacted := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
-	// Subtopologies in id order: a repartition topic is written by an
-	// earlier subtopology than the one reading it.
-	for _, s := range a.top.Subtopologies() {
-		n := int32(0)
-		for _, src := range s.Sources {
-			if p := parts(src); p > 0 && (n == 0 || p < n) {
-				n = p
-			}
-		}
-		if n == 0 {
-			a.log.Warn("input topic missing or empty; the subtopology waits for it", "subtopology", s.ID, "topics", s.Sources)
-		}
-		for _, st := range s.Stores {
-			if err := create(st.Changelog, n, compacted); err != nil {
-				return err
-			}
-		}
-		for _, sink := range s.Sinks {
-			var err error
-			switch {
-			case slices.Contains(s.Repartition, sink):
-				err = create(sink, n, nil)
-			case a.cfg.sinkConfigs != nil:
-				err = create(sink, n, a.cfg.sinkConfigs)
-			}
-			if err != nil {
-				return err
-			}
-		}
-	}
-	a.mu.Lock()
-	for t, d := range details {
-		a.topicParts[t] = int32(len(d.Partitions))
-	}
-	a.mu.Unlock()
-	return nil
 }
 
 func joinComma(s []string) string { return strings.Join(s, ",") }

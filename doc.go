@@ -26,7 +26,8 @@
 //
 // New checks the options and builds nothing that needs the cluster. Run
 // locks the state directory, waits up to 10 s for the brokers, creates the
-// internal topics that are missing (repartition topics, changelogs), joins
+// internal topics that are missing (repartition topics, changelogs) and
+// checks those that exist (docs/topics.md), joins
 // the group and processes until its context ends; then it drains (bounded
 // by WithDrainTimeout; Leave cuts it short), commits and leaves the group.
 // Run returns nil after a graceful stop. Run may be called once per App.

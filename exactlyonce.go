@@ -172,6 +172,7 @@ func (a *App) commitTxnLocked(ctx context.Context, final bool) error {
 			a.rollbackLocked()
 			return fmt.Errorf("baton: committing offsets: %w", commitErr)
 		}
+		a.purger.committed(offsets, nil)
 		a.metrics.commitSeconds.Observe(time.Since(start).Seconds())
 		return nil
 	}
@@ -199,6 +200,7 @@ func (a *App) commitTxnLocked(ctx context.Context, final bool) error {
 		return a.abortTxnLocked(fmt.Errorf("baton: committing the transaction: %w", *err))
 	}
 	a.metrics.transactions.WithLabelValues("committed").Inc()
+	a.purger.committed(offsets, nil)
 	if err := a.applyPendingLocked(tasks); err != nil {
 		return err
 	}

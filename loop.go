@@ -290,6 +290,7 @@ func (a *App) commitLocked(ctx context.Context, tasks []*task) error {
 	a.group.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		commitErr = commitResult(resp, err)
 	})
+	a.purger.committed(offsets, commitErr)
 	a.metrics.commitSeconds.Observe(time.Since(start).Seconds())
 	return commitErr
 }
@@ -311,6 +312,7 @@ func (a *App) commitAsyncLocked(ctx context.Context, tasks []*task) error {
 		return err
 	}
 	a.group.CommitOffsets(context.Background(), offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		a.purger.committed(offsets, commitResult(resp, err))
 		if err := commitResult(resp, err); err != nil {
 			a.log.Debug("periodic commit failed; the next one retries", "err", err)
 		}

@@ -48,6 +48,14 @@ type config struct {
 	badRecords     BadRecordPolicy
 	guarantee      Guarantee
 	txnTimeout     time.Duration
+	// Internal topics: replication factor and min.insync.replicas (the
+	// defaults depend on the cluster's size), and how often repartition
+	// topics are purged.
+	replicationFactor int
+	replicationSet    bool
+	minISR            int
+	minISRSet         bool
+	purgeInterval     time.Duration
 }
 
 func defaults() config {
@@ -65,6 +73,7 @@ func defaults() config {
 		instanceID:     fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), time.Now().UnixNano()&0xffff),
 		logger:         slog.Default(),
 		txnTimeout:     10 * time.Second,
+		purgeInterval:  DefaultPurgeInterval,
 	}
 }
 
@@ -200,7 +209,9 @@ func WithListener(l Listener) Option { return func(c *config) { c.listener = l }
 
 // WithCreateSinks makes the App create output topics that are missing,
 // with the partition count of the subtopology writing them and the given
-// topic configs (e.g. {"cleanup.policy": "compact"}). By default a missing
+// topic configs (e.g. {"cleanup.policy": "compact"}), the replication
+// factor of WithReplicationFactor and, unless configs set it, the
+// min.insync.replicas of WithMinInSyncReplicas. By default a missing
 // output topic is an error at the first record sent to it.
 func WithCreateSinks(configs map[string]string) Option {
 	return func(c *config) {
@@ -209,6 +220,36 @@ func WithCreateSinks(configs map[string]string) Option {
 			c.sinkConfigs[k] = &v
 		}
 	}
+}
+
+// WithReplicationFactor sets the replication factor of the topics baton
+// creates: changelogs, repartition topics, and output topics with
+// WithCreateSinks. Default: 3, or the number of brokers in the cluster if
+// fewer. Must be >= 1 and at most the number of brokers.
+func WithReplicationFactor(n int) Option {
+	return func(c *config) { c.replicationFactor, c.replicationSet = n, true }
+}
+
+// WithMinInSyncReplicas sets min.insync.replicas of the topics baton
+// creates (see WithReplicationFactor): how many replicas must have a
+// record before the write succeeds. Default: 2, or replication factor - 1
+// if that is less, and at least 1 (a replication factor of 3 gives 2, of 2
+// or 1 gives 1). Must be >= 1 and at most the replication factor.
+func WithMinInSyncReplicas(n int) Option {
+	return func(c *config) { c.minISR, c.minISRSet = n, true }
+}
+
+// DefaultPurgeInterval is how often, at most, baton purges repartition
+// topics by default (Kafka Streams' repartition.purge.interval.ms).
+const DefaultPurgeInterval = 30 * time.Second
+
+// WithRepartitionPurgeInterval sets how often, at most, the instance
+// deletes the records of repartition topics it has committed (a
+// DeleteRecords request up to each committed offset, sent in the
+// background after a successful commit). 0 purges after every commit.
+// Default 30s.
+func WithRepartitionPurgeInterval(d time.Duration) Option {
+	return func(c *config) { c.purgeInterval = d }
 }
 
 func (c *config) validate() error {
@@ -247,6 +288,14 @@ func (c *config) validate() error {
 		return bad("stop mode", "unknown %v", c.stopMode)
 	case c.stopMode == StopForRestart && !c.staticMember:
 		return bad("stop mode", "restart requires an instance id (WithInstanceID): the restarted instance must be the same group member")
+	case c.replicationSet && (c.replicationFactor < 1 || c.replicationFactor > 32767):
+		return bad("replication factor", "must be between 1 and the number of brokers, got %d", c.replicationFactor)
+	case c.minISRSet && c.minISR < 1:
+		return bad("min in-sync replicas", "must be >= 1, got %d", c.minISR)
+	case c.minISRSet && c.replicationSet && c.minISR > c.replicationFactor:
+		return bad("min in-sync replicas", "must not exceed the replication factor (%d), got %d", c.replicationFactor, c.minISR)
+	case c.purgeInterval < 0:
+		return bad("repartition purge interval", "must be >= 0, got %v", c.purgeInterval)
 	case c.guarantee != AtLeastOnce && c.guarantee != ExactlyOnce:
 		return bad("guarantee", "unknown %v", c.guarantee)
 	case c.guarantee == ExactlyOnce && c.txnTimeout <= c.commitInterval:

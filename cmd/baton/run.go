@@ -68,6 +68,9 @@ func init() {
 	f.Duration("transaction-timeout", 10*time.Second, "with --guarantee exactly-once: how long the cluster keeps a dead instance's open transaction (holding up its changelogs and output) before aborting it")
 	f.String("instance-id", "", "instance id, also the static group member id (group.instance.id); default: host-pid-random, not static")
 	f.String("on-stop", "drain", "what SIGTERM does: drain (tasks move to warm copies, then leave) or restart (commit and exit still a member; needs --instance-id)")
+	f.Int("replication-factor", 0, "replication factor of the topics baton creates (changelogs, repartition topics, output) (default min(3, brokers in the cluster))")
+	f.Int("min-insync-replicas", 0, "min.insync.replicas of the topics baton creates (default min(2, replication factor - 1), at least 1)")
+	f.Duration("repartition-purge-interval", baton.DefaultPurgeInterval, "how often, at most, committed records of repartition topics are deleted (0: after every commit)")
 	f.Duration("heartbeat", 200*time.Millisecond, "group heartbeat interval")
 	f.Duration("session-timeout", 6*time.Second, "group session timeout")
 	f.Duration("drain-timeout", 60*time.Second, "longest a graceful stop waits for tasks to move")
@@ -123,6 +126,24 @@ func runWordcount(cmd *cobra.Command, _ []string) error {
 	if lag < 0 {
 		return usageErr(fmt.Errorf("--acceptable-lag: must be >= 0, got %d", lag))
 	}
+	var topicOpts []baton.Option
+	for _, n := range []string{"replication-factor", "min-insync-replicas"} {
+		if f.Changed(n) && num(n) < 1 {
+			return usageErr(fmt.Errorf("--%s: must be >= 1, got %d", n, num(n)))
+		}
+	}
+	if f.Changed("replication-factor") {
+		topicOpts = append(topicOpts, baton.WithReplicationFactor(num("replication-factor")))
+	}
+	if f.Changed("min-insync-replicas") {
+		if f.Changed("replication-factor") && num("min-insync-replicas") > num("replication-factor") {
+			return usageErr(fmt.Errorf("--min-insync-replicas: must not exceed --replication-factor (%d), got %d", num("replication-factor"), num("min-insync-replicas")))
+		}
+		topicOpts = append(topicOpts, baton.WithMinInSyncReplicas(num("min-insync-replicas")))
+	}
+	if d := dur("repartition-purge-interval"); d < 0 {
+		return usageErr(fmt.Errorf("--repartition-purge-interval: must be >= 0, got %v", d))
+	}
 	top, err := topology.WordCount(str("app-id"), str("input"), str("output"))
 	if err != nil {
 		return usageErr(err)
@@ -145,8 +166,9 @@ func runWordcount(cmd *cobra.Command, _ []string) error {
 		baton.WithRack(str("rack")), baton.WithHeartbeatInterval(dur("heartbeat")), baton.WithSessionTimeout(dur("session-timeout")),
 		baton.WithDrainTimeout(dur("drain-timeout")), baton.WithLogger(logger), baton.WithMetrics(reg),
 		baton.WithCreateSinks(map[string]string{"cleanup.policy": "compact"}), baton.WithGuarantee(guarantee),
-		baton.WithTransactionTimeout(dur("transaction-timeout")),
+		baton.WithTransactionTimeout(dur("transaction-timeout")), baton.WithRepartitionPurgeInterval(dur("repartition-purge-interval")),
 	}
+	opts = append(opts, topicOpts...)
 	if id := str("instance-id"); id != "" {
 		opts = append(opts, baton.WithInstanceID(id))
 	}

@@ -294,6 +294,11 @@ func TestRunStartupErrors(t *testing.T) {
 	check("bad workers", "--workers", append(base, "--brokers", brokers, "--state-dir", dir, "--workers", "0")...)
 	check("bad policy", "--policy", append(base, "--brokers", brokers, "--state-dir", dir, "--policy", "fast")...)
 	check("bad guarantee", "--guarantee", append(base, "--brokers", brokers, "--state-dir", dir, "--guarantee", "twice")...)
+	check("bad replication factor", "--replication-factor", append(base, "--brokers", brokers, "--state-dir", dir, "--replication-factor", "0")...)
+	check("bad min insync replicas", "--min-insync-replicas", append(base, "--brokers", brokers, "--state-dir", dir, "--min-insync-replicas", "-1")...)
+	check("min insync above replication", "--min-insync-replicas: must not exceed --replication-factor (1), got 2", append(base, "--brokers", brokers, "--state-dir", dir, "--replication-factor", "1", "--min-insync-replicas", "2")...)
+	check("replication beyond the cluster", "replication factor: 2 exceeds the 1 brokers", append(base, "--brokers", brokers, "--state-dir", t.TempDir(), "--replication-factor", "2")...)
+	check("bad purge interval", "--repartition-purge-interval", append(base, "--brokers", brokers, "--state-dir", dir, "--repartition-purge-interval", "-1s")...)
 	check("bad transaction timeout", "transaction timeout", append(base, "--brokers", brokers, "--state-dir", dir, "--guarantee", "exactly-once", "--transaction-timeout", "1ms")...)
 
 	// A second instance on a locked state dir refuses before contacting
