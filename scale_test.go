@@ -175,13 +175,24 @@ func (h *harness) waitAtLeast(timeout time.Duration) {
 func TestScaleOut(t *testing.T) {
 	h := newHarness(t, 4)
 	h.prefill(3000)
-	a, b := h.start("a"), h.start("b")
+	// On Apache Kafka the old owner's last writes (flushed as it revokes
+	// the task) reach the learner a little after both rejoin for the
+	// follow-up round. A learner more than acceptable_lag behind the old
+	// owner's copy then is not the warmest copy, and the orphan rule hands
+	// the task back to its old owner: with 10 that happened in about one
+	// run in three at this input rate. 100 is still far below the default
+	// (10,000).
+	acceptable := int64(10)
+	if h.tg.Kafka != nil {
+		acceptable = 100
+	}
+	a, b := h.start("a", WithAcceptableLag(acceptable)), h.start("b", WithAcceptableLag(acceptable))
 	h.eventually(30*time.Second, "a and b to share the tasks", func() bool { return balanced(a, b) })
 	f := h.startFlow(20 * time.Millisecond)
 	h.mu.Lock()
 	since := len(h.events)
 	h.mu.Unlock()
-	c := h.start("c")
+	c := h.start("c", WithAcceptableLag(acceptable))
 	h.eventually(30*time.Second, "c to run stateful tasks", func() bool { return balanced(a, b, c) })
 	f.stop()
 	h.waitExact(30 * time.Second)
@@ -201,12 +212,12 @@ func TestScaleOut(t *testing.T) {
 		if e.Detail != "warm" {
 			t.Errorf("task %s became active on c as %q, want a warm promotion of its open learner", e.Task, e.Detail)
 		}
-		if e.Lag > 10 {
-			t.Errorf("task %s handed to c with lag %d > acceptable lag 10", e.Task, e.Lag)
+		if e.Lag > acceptable {
+			t.Errorf("task %s handed to c with lag %d > acceptable lag %d", e.Task, e.Lag, acceptable)
 		}
 	}
 	for _, e := range h.eventsOf(EventRestored) {
-		if e.Instance == "c" && e.Replayed > 10 {
+		if e.Instance == "c" && e.Replayed > acceptable {
 			t.Errorf("task %s replayed %d records on c after the handover", e.Task, e.Replayed)
 		}
 	}
