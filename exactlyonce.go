@@ -96,12 +96,21 @@ func (a *App) restoreClientOpts() []kgo.Opt {
 }
 
 // produce sends a record in the current transaction (or, at least once,
-// plainly). Workers call it while processing.
+// plainly). Workers call it while processing. A record dropped because
+// its transaction aborts (abortTxnLocked) is not reported to promise:
+// dropping it is the abort's purpose, and processing rewinds past it.
 func (a *App) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
-	if a.exactlyOnce() {
-		a.txnProduced.Add(1)
+	if !a.exactlyOnce() {
+		a.group.Produce(context.Background(), r, promise)
+		return
 	}
-	a.group.Produce(context.Background(), r, promise)
+	a.txnProduced.Add(1)
+	a.group.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+		if errors.Is(err, kgo.ErrAborting) {
+			return
+		}
+		promise(r, err)
+	})
 }
 
 // beginTxn starts the next transaction. Failing to is fatal: workers
