@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/baton-streams/baton/internal/kafkatest"
 )
 
 // batonBin is the baton binary built once for the command tests, which
@@ -27,6 +29,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	kafkatest.StopShared()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
