@@ -80,11 +80,14 @@ type App struct {
 	backlog map[string][]*kgo.Record
 	// Exactly-once: records produced and processed in the open
 	// transaction, whether its offsets were added, and whether the loop
-	// must rewind the input after an abort.
+	// must rewind the input after an abort; txnAborts counts the aborts
+	// begun, so a record's callback knows whether its transaction was
+	// aborted since it was produced.
 	txnProduced     atomic.Int64
 	txnProcessed    atomic.Int64
 	txnOffsetsAdded bool
 	rewind          atomic.Bool
+	txnAborts       atomic.Uint64
 	// view is the task list Status reads; groupClient is a.group for
 	// readers that must not take mu.
 	view        atomic.Pointer[[]taskView]

@@ -96,17 +96,21 @@ func (a *App) restoreClientOpts() []kgo.Opt {
 }
 
 // produce sends a record in the current transaction (or, at least once,
-// plainly). Workers call it while processing. A record dropped because
-// its transaction aborts (abortTxnLocked) is not reported to promise:
-// dropping it is the abort's purpose, and processing rewinds past it.
+// plainly). Workers call it while processing. A record of a transaction
+// that is being aborted (abortTxnLocked) may fail: dropped unsent
+// (kgo.ErrAborting), or rejected once the abort fenced the producer's old
+// epoch (INVALID_PRODUCER_EPOCH). Such a failure is not reported to
+// promise: the record's work is thrown away with the transaction, and
+// processing rewinds past it.
 func (a *App) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
 	if !a.exactlyOnce() {
 		a.group.Produce(context.Background(), r, promise)
 		return
 	}
 	a.txnProduced.Add(1)
+	aborts := a.txnAborts.Load()
 	a.group.Produce(context.Background(), r, func(r *kgo.Record, err error) {
-		if errors.Is(err, kgo.ErrAborting) {
+		if err != nil && a.txnAborts.Load() != aborts {
 			return
 		}
 		promise(r, err)
@@ -285,6 +289,7 @@ func txnErr(what string, err error) error {
 func (a *App) abortTxnLocked(cause error) error {
 	a.log.Warn("aborting the transaction; processing again from the last commit", "err", cause)
 	a.metrics.transactions.WithLabelValues("aborted").Inc()
+	a.txnAborts.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	bctx, bcancel := context.WithTimeout(ctx, 10*time.Second)
