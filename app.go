@@ -88,6 +88,9 @@ type App struct {
 	txnOffsetsAdded bool
 	rewind          atomic.Bool
 	txnAborts       atomic.Uint64
+	// txnMember is the member id under which the tasks were assigned: a
+	// transaction must not commit under another (see commitTxnOffsets).
+	txnMember string
 	// view is the task list Status reads; groupClient is a.group for
 	// readers that must not take mu.
 	view        atomic.Pointer[[]taskView]

@@ -238,6 +238,15 @@ func (a *App) commitTxnOffsets(ctx context.Context, offsets map[string]map[int32
 		a.txnOffsetsAdded = true
 	}
 	memberID, generation := a.group.GroupMetadata()
+	if a.txnMember != "" && memberID != a.txnMember {
+		// The group expelled this member (say, it was stuck past the
+		// rebalance timeout) and it joined again under a new id: another
+		// member may have processed these records meanwhile. The new
+		// generation would let the commit through; abort instead.
+		old := a.txnMember
+		a.txnMember = memberID
+		return fmt.Errorf("baton: the member was expelled from the group while the transaction was open (member id %s, now %s)", old, memberID)
+	}
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = a.transactionalID(), a.cfg.appID, id, epoch
 	req.MemberID, req.Generation = memberID, generation

@@ -975,6 +975,7 @@ func strs(ids []assign.TaskID) []string {
 func (a *App) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.txnMember, _ = a.group.GroupMetadata()
 	ids := map[string]bool{}
 	for topic, parts := range assigned {
 		if sid, ok := a.bySource[topic]; ok {
