@@ -193,7 +193,8 @@ func restart(t *testing.T, c *kafkatest.Cluster, id int) {
 }
 
 // TestFaultCoordinatorDiesWhileLearning: two instances hold real state; a
-// third joins and warms learners; while they restore, the broker that
+// third joins (on a slow link, see slowLink) and warms learners; while
+// they restore, the broker that
 // coordinates the group dies with SIGKILL and comes back later. The group
 // reaches balance on the surviving brokers, and every count is right,
 // including every prefilled word counted again after the handovers.
@@ -207,9 +208,10 @@ func TestFaultCoordinatorDiesWhileLearning(t *testing.T) {
 			h.prefill(30000)
 			a, b := h.start("a", opts...), h.start("b", opts...)
 			h.eventually(120*time.Second, "a and b to share the tasks", func() bool { return balanced(a, b) })
+			h.checkCounts(g, 120*time.Second) // the changelogs hold the prefill
 			f := h.startFlow(20 * time.Millisecond)
 			coord := h.groupCoordinator()
-			j := h.start("c", opts...)
+			j := h.start("c", append(opts, WithKafkaOptions(kgo.Dialer(slowLink{rate: 128 << 10}.Dial)))...)
 			h.eventually(120*time.Second, "c to restore a learner", func() bool { return len(restoring(j)) > 0 })
 			kill(t, c, coord, "the group coordinator, while c restores "+strings.Join(restoring(j), ","))
 			h.eventually(180*time.Second, "a, b and c to balance with the coordinator dead", func() bool { return balanced(a, b, j) })
