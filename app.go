@@ -81,7 +81,9 @@ type App struct {
 	backlog map[string][]*kgo.Record
 	// Exactly-once: records produced and processed in the open
 	// transaction, whether its offsets were added, and whether the loop
-	// must rewind the input after an abort.
+	// must rewind the input after an abort; txnAborts counts the aborts
+	// begun, so a record's callback knows whether its transaction was
+	// aborted since it was produced.
 	txnProduced     atomic.Int64
 	txnProcessed    atomic.Int64
 	txnOffsetsAdded bool
@@ -89,6 +91,10 @@ type App struct {
 	// lostCommit, when set (tests), makes the next transaction commit
 	// report this error after it committed: an outcome lost on the way.
 	lostCommit atomic.Pointer[error]
+	txnAborts  atomic.Uint64
+	// txnMember is the member id under which the tasks were assigned: a
+	// transaction must not commit under another (see commitTxnOffsets).
+	txnMember string
 	// view is the task list Status reads; groupClient is a.group for
 	// readers that must not take mu.
 	view        atomic.Pointer[[]taskView]

@@ -39,7 +39,13 @@ type harness struct {
 
 func newHarness(t *testing.T, partitions int32) *harness {
 	t.Helper()
-	tg := kafkatest.ForTest(t)
+	return newHarnessOn(t, kafkatest.ForTest(t), partitions)
+}
+
+// newHarnessOn is newHarness on tg's cluster, with names unique to the
+// test.
+func newHarnessOn(t *testing.T, tg *kafkatest.Target, partitions int32) *harness {
+	t.Helper()
 	h := &harness{t: t, tg: tg, brokers: tg.Brokers, appID: tg.Name("wc"), input: tg.Name("lines"), output: tg.Name("counts"),
 		words: map[string]int64{}, rng: rand.New(rand.NewPCG(1, 2))}
 	tg.CreateTopic(t, h.input, partitions, false)

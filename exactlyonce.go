@@ -101,12 +101,25 @@ func (a *App) restoreClientOpts() []kgo.Opt {
 }
 
 // produce sends a record in the current transaction (or, at least once,
-// plainly). Workers call it while processing.
+// plainly). Workers call it while processing. A record of a transaction
+// that is being aborted (abortTxnLocked) may fail: dropped unsent
+// (kgo.ErrAborting), or rejected once the abort fenced the producer's old
+// epoch (INVALID_PRODUCER_EPOCH). Such a failure is not reported to
+// promise: the record's work is thrown away with the transaction, and
+// processing rewinds past it.
 func (a *App) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
-	if a.exactlyOnce() {
-		a.txnProduced.Add(1)
+	if !a.exactlyOnce() {
+		a.group.Produce(context.Background(), r, promise)
+		return
 	}
-	a.group.Produce(context.Background(), r, promise)
+	a.txnProduced.Add(1)
+	aborts := a.txnAborts.Load()
+	a.group.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+		if err != nil && a.txnAborts.Load() != aborts {
+			return
+		}
+		promise(r, err)
+	})
 }
 
 // beginTxn starts the next transaction. Failing to is fatal: workers
@@ -235,6 +248,15 @@ func (a *App) commitTxnOffsets(ctx context.Context, offsets map[string]map[int32
 		a.txnOffsetsAdded = true
 	}
 	memberID, generation := a.group.GroupMetadata()
+	if a.txnMember != "" && memberID != a.txnMember {
+		// The group expelled this member (say, it was stuck past the
+		// rebalance timeout) and it joined again under a new id: another
+		// member may have processed these records meanwhile. The new
+		// generation would let the commit through; abort instead.
+		old := a.txnMember
+		a.txnMember = memberID
+		return fmt.Errorf("baton: the member was expelled from the group while the transaction was open (member id %s, now %s)", old, memberID)
+	}
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = a.transactionalID(), a.cfg.appID, id, epoch
 	req.MemberID, req.Generation = memberID, generation
@@ -286,6 +308,7 @@ func txnErr(what string, err error) error {
 func (a *App) abortTxnLocked(cause error) error {
 	a.log.Warn("aborting the transaction; processing again from the last commit", "err", cause)
 	a.metrics.transactions.WithLabelValues("aborted").Inc()
+	a.txnAborts.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	bctx, bcancel := context.WithTimeout(ctx, 10*time.Second)

@@ -604,7 +604,7 @@ func (a *App) updateEndsLocked(t *task) {
 	}
 	for _, s := range t.stores {
 		if o, ok := ends.Lookup(s.changelog, t.part); ok && o.Err == nil {
-			s.end = max(s.end, o.Offset)
+			s.end, s.endKnown = max(s.end, o.Offset), true
 			if s.checkpoint > s.end {
 				// The changelog was recreated or truncated: start over.
 				a.log.Warn("local state is ahead of its changelog; wiping it", "task", t.id, "store", s.name, "checkpoint", s.checkpoint, "end", s.end)
@@ -727,7 +727,9 @@ func (a *App) restoreStep() bool {
 		if s == nil {
 			return
 		}
-		s.end = max(s.end, p.HighWatermark)
+		if p.Err == nil {
+			s.end, s.endKnown = max(s.end, p.HighWatermark), true
+		}
 		n, err := s.applyChangelog(p.Records)
 		if err != nil {
 			a.fail(fmt.Errorf("baton: task %s store %s: restoring: %w", t.id, s.name, err))
@@ -818,7 +820,7 @@ func (a *App) refreshLags(ctx context.Context) {
 	for _, t := range a.tasks {
 		for _, s := range t.stores {
 			if o, ok := ends.Lookup(s.changelog, t.part); ok && o.Err == nil && !t.running() {
-				s.end = max(s.end, o.Offset)
+				s.end, s.endKnown = max(s.end, o.Offset), true
 			}
 		}
 	}
@@ -1011,6 +1013,7 @@ func strs(ids []assign.TaskID) []string {
 func (a *App) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.txnMember, _ = a.group.GroupMetadata()
 	ids := map[string]bool{}
 	for topic, parts := range assigned {
 		if sid, ok := a.bySource[topic]; ok {

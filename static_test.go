@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -14,29 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/cluster"
 	"github.com/baton-streams/baton/internal/kafkatest"
 	"github.com/baton-streams/baton/topology"
 )
-
-// newHarnessOn is newHarness on tg's cluster (kfake, or Apache Kafka with
-// BATON_KAFKA=real), with names unique to the test.
-func newHarnessOn(t *testing.T, tg *kafkatest.Target, partitions int32) *harness {
-	t.Helper()
-	h := &harness{t: t, brokers: tg.Brokers, appID: tg.Name("wc"), input: tg.Name("lines"), output: tg.Name("counts"),
-		words: map[string]int64{}, rng: rand.New(rand.NewPCG(1, 2))}
-	tg.CreateTopic(t, h.input, partitions, false)
-	tg.CreateTopic(t, h.output, partitions, true)
-	var err error
-	h.prod, err = kgo.NewClient(kgo.SeedBrokers(h.brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.prod.Close)
-	return h
-}
 
 // eventsSince returns how many events of kind instance reported after the
 // first n events of the harness.

@@ -2,6 +2,7 @@ package baton
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,10 @@ type taskStore struct {
 	checkpoint int64
 	// end is the changelog end offset known (high watermark).
 	end int64
+	// endKnown says whether the cluster has told end: until it has, the
+	// store cannot be known to be caught up (a fresh store's end of 0
+	// would say it is).
+	endKnown bool
 
 	pending map[string]pendingWrite
 	// acked is the next offset after the highest changelog write the
@@ -79,7 +84,18 @@ type pendingWrite struct {
 	value []byte // nil: delete
 }
 
-func (s *taskStore) lag() int64 { return max(0, s.end-s.checkpoint) }
+// lag is how far the store is behind its changelog; unknownLag while the
+// changelog's end is not known.
+func (s *taskStore) lag() int64 {
+	if !s.endKnown {
+		return unknownLag
+	}
+	return max(0, s.end-s.checkpoint)
+}
+
+// unknownLag is the lag of a store whose changelog end could not be
+// listed yet: behind by an unknown amount, never caught up.
+const unknownLag = math.MaxInt64
 
 // applyChangelog applies changelog records at or past the checkpoint to
 // the store, in one batch with the new checkpoint, and returns how far

@@ -113,13 +113,25 @@ func ForTest(t testing.TB) *Target {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &Target{Brokers: c.Addrs(), Kafka: c, prefix: uniquePrefix(t)}
+}
+
+// On returns a Target on a cluster the test started itself (a fault test
+// that kills brokers), with names unique to the test.
+func On(t testing.TB, c *Cluster) *Target {
+	return &Target{Brokers: c.Addrs(), Kafka: c, prefix: uniquePrefix(t)}
+}
+
+// uniquePrefix is the test's name, cut to 40 characters, and a random
+// suffix.
+func uniquePrefix(t testing.TB) string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	name := unsafe.ReplaceAllString(t.Name(), "-")
 	if len(name) > 40 {
 		name = name[:40]
 	}
-	return &Target{Brokers: c.Addrs(), Kafka: c, prefix: strings.ToLower(name) + "-" + hex.EncodeToString(b[:]) + "-"}
+	return strings.ToLower(name) + "-" + hex.EncodeToString(b[:]) + "-"
 }
 
 // Name returns base made unique to the test on a shared cluster; on an

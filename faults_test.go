@@ -1,0 +1,336 @@
+package baton
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton/internal/kafkatest"
+	"github.com/baton-streams/baton/topology"
+)
+
+// The faults of this file exist only on a real cluster: a broker dies with
+// SIGKILL and takes with it the group coordinator, the leader of a
+// changelog partition or a transaction coordinator, until the cluster
+// elects new ones; the broker then comes back on its data. Each test runs
+// once per guarantee: under exactly-once every count must be exact, under
+// at-least-once no count may be lower than its occurrences.
+
+var guarantees = []Guarantee{AtLeastOnce, ExactlyOnce}
+
+// faultOptions are the instances' options under guarantee g. Three
+// brokers, the instances and the test share a small machine: a member
+// gets 10 s, not the harness's 3 s, to rejoin when the group rebalances.
+func faultOptions(g Guarantee) []Option {
+	return []Option{WithGuarantee(g), WithRebalanceTimeout(10 * time.Second)}
+}
+
+// startKafka starts a 3-node Apache Kafka cluster for one test, or skips
+// the test when BATON_KAFKA is not "real".
+func startKafka(t *testing.T) *kafkatest.Cluster {
+	t.Helper()
+	if !kafkatest.Real(t) {
+		t.Skip("kills Apache Kafka brokers: run with BATON_KAFKA=real")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := kafkatest.Start(ctx, kafkatest.Config{Nodes: 3, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// admin runs fn with a fresh admin client (a killed broker leaves no stale
+// metadata behind).
+func (h *harness) admin(fn func(ctx context.Context, adm *kadm.Client) error) {
+	h.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := fn(ctx, kadm.NewClient(cl)); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// groupCoordinator returns the broker coordinating the application's group.
+func (h *harness) groupCoordinator() int {
+	h.t.Helper()
+	var id int
+	h.admin(func(ctx context.Context, adm *kadm.Client) error {
+		c := adm.FindGroupCoordinators(ctx, h.appID)[h.appID]
+		id = int(c.NodeID)
+		return c.Err
+	})
+	return id
+}
+
+// txnCoordinator returns the broker coordinating instance's transactions.
+func (h *harness) txnCoordinator(instance string) int {
+	h.t.Helper()
+	var id int
+	txnID := h.appID + "-" + instance
+	h.admin(func(ctx context.Context, adm *kadm.Client) error {
+		c := adm.FindTxnCoordinators(ctx, txnID)[txnID]
+		id = int(c.NodeID)
+		return c.Err
+	})
+	return id
+}
+
+// leaders returns the leader of every partition of topic.
+func (h *harness) leaders(topic string) map[int32]int {
+	h.t.Helper()
+	out := map[int32]int{}
+	h.admin(func(ctx context.Context, adm *kadm.Client) error {
+		td, err := adm.ListTopics(ctx, topic)
+		if err != nil {
+			return err
+		}
+		if err := td[topic].Err; err != nil {
+			return err
+		}
+		for p, d := range td[topic].Partitions {
+			out[p] = int(d.Leader)
+		}
+		return nil
+	})
+	return out
+}
+
+// restoring returns the stateful tasks r holds as learners that have not
+// caught up yet.
+func restoring(r *running) []string {
+	var out []string
+	for _, ts := range r.app.Status().Tasks {
+		if ts.Role == roleLearner && ts.Lag > 0 {
+			out = append(out, ts.ID)
+		}
+	}
+	return out
+}
+
+// alive fails the test if an instance's Run returned: a broker fault must
+// not stop an instance.
+func alive(t *testing.T, rs ...*running) {
+	t.Helper()
+	for _, r := range rs {
+		select {
+		case err := <-r.done:
+			r.done <- err
+			t.Fatalf("instance %s stopped during the broker fault: %v", r.app.InstanceID(), err)
+		default:
+		}
+	}
+}
+
+// checkCounts waits for the counts the guarantee promises: exact under
+// exactly-once, none below its occurrences under at-least-once.
+func (h *harness) checkCounts(g Guarantee, timeout time.Duration) {
+	h.t.Helper()
+	if g == ExactlyOnce {
+		h.waitExact(timeout)
+	} else {
+		h.waitAtLeast(timeout)
+	}
+}
+
+func kill(t *testing.T, c *kafkatest.Cluster, id int, why string) {
+	t.Helper()
+	if id < 1 || id > c.Nodes() {
+		t.Fatalf("no broker %d to kill (%s)", id, why)
+	}
+	t.Logf("killing broker %d: %s", id, why)
+	if err := c.Kill(id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func restart(t *testing.T, c *kafkatest.Cluster, id int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := c.Restart(ctx, id); err != nil {
+		t.Fatalf("restarting broker %d: %v\n%s", id, err, c.Log(id, 30))
+	}
+}
+
+// TestFaultCoordinatorDiesWhileLearning: two instances hold real state; a
+// third joins (on a slow link, see slowLink) and warms learners; while
+// they restore, the broker that
+// coordinates the group dies with SIGKILL and comes back later. The group
+// reaches balance on the surviving brokers, and every count is right,
+// including every prefilled word counted again after the handovers.
+func TestFaultCoordinatorDiesWhileLearning(t *testing.T) {
+	c := startKafka(t)
+	defer c.Stop()
+	for _, g := range guarantees {
+		t.Run(g.String(), func(t *testing.T) {
+			h := newHarnessOn(t, kafkatest.On(t, c), 4)
+			opts := faultOptions(g)
+			h.prefill(30000)
+			a, b := h.start("a", opts...), h.start("b", opts...)
+			h.eventually(120*time.Second, "a and b to share the tasks", func() bool { return balanced(a, b) })
+			h.checkCounts(g, 120*time.Second) // the changelogs hold the prefill
+			f := h.startFlow(20 * time.Millisecond)
+			coord := h.groupCoordinator()
+			j := h.start("c", append(opts, WithKafkaOptions(kgo.Dialer(slowLink{rate: 128 << 10}.Dial)))...)
+			h.eventually(120*time.Second, "c to restore a learner", func() bool { return len(restoring(j)) > 0 })
+			kill(t, c, coord, "the group coordinator, while c restores "+strings.Join(restoring(j), ","))
+			h.eventually(180*time.Second, "a, b and c to balance with the coordinator dead", func() bool { return balanced(a, b, j) })
+			if now := h.groupCoordinator(); now == coord {
+				t.Fatalf("broker %d is dead but still coordinates the group", coord)
+			}
+			restart(t, c, coord)
+			h.eventually(120*time.Second, "a, b and c to stay balanced after the restart", func() bool { return balanced(a, b, j) })
+			f.stop()
+			h.prefill(30000) // every restored key counted once more
+			h.checkCounts(g, 120*time.Second)
+			alive(t, a, b, j)
+		})
+	}
+}
+
+// slowLink dials connections that read at most rate bytes per second
+// each: an instance behind it restores a changelog over seconds, not
+// milliseconds, so a fault can land in the middle of the restore.
+type slowLink struct{ rate int }
+
+func (l slowLink) Dial(ctx context.Context, network, host string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, host)
+	if err != nil {
+		return nil, err
+	}
+	return slowConn{Conn: c, rate: l.rate}, nil
+}
+
+type slowConn struct {
+	net.Conn
+	rate int
+}
+
+func (c slowConn) Read(p []byte) (int, error) {
+	if len(p) > 4096 {
+		p = p[:4096]
+	}
+	n, err := c.Conn.Read(p)
+	time.Sleep(time.Duration(n) * time.Second / time.Duration(c.rate)) // the link's bandwidth
+	return n, err
+}
+
+// TestFaultChangelogLeaderDiesDuringRestore: one instance holds the state
+// of every task; a second joins on a slow link and restores learners from
+// the changelogs. The leader of a changelog partition it is reading dies
+// with SIGKILL mid-restore; the restore goes on from the new leader and
+// completes, the tasks change hands, and every count is right, including
+// every prefilled word counted again on its new owner.
+func TestFaultChangelogLeaderDiesDuringRestore(t *testing.T) {
+	c := startKafka(t)
+	defer c.Stop()
+	for _, g := range guarantees {
+		t.Run(g.String(), func(t *testing.T) {
+			h := newHarnessOn(t, kafkatest.On(t, c), 4)
+			opts := faultOptions(g)
+			h.prefill(30000)
+			a := h.start("a", opts...)
+			h.checkCounts(g, 120*time.Second)
+			changelog := topology.ChangelogTopic(h.appID, "counts")
+			leaders := h.leaders(changelog)
+			f := h.startFlow(20 * time.Millisecond)
+			h.mu.Lock()
+			startedAt := len(h.events)
+			h.mu.Unlock()
+			b := h.start("b", append(opts, WithKafkaOptions(kgo.Dialer(slowLink{rate: 128 << 10}.Dial)))...)
+			var task string
+			h.eventually(120*time.Second, "b to restore a learner", func() bool {
+				if r := restoring(b); len(r) > 0 {
+					task = r[0]
+					return true
+				}
+				return false
+			})
+			_, part, _ := strings.Cut(task, "_")
+			p, err := strconv.Atoi(part)
+			if err != nil {
+				t.Fatal(err)
+			}
+			victim := leaders[int32(p)]
+			kill(t, c, victim, "the leader of "+changelog+" partition "+part+", which b restores for task "+task)
+			h.mu.Lock()
+			for _, e := range h.events[startedAt:] {
+				if e.Kind == EventLearnerReady && e.Instance == "b" && e.Task == task {
+					t.Errorf("the learner of %s was ready before its changelog leader died: the kill missed the restore", task)
+				}
+			}
+			h.mu.Unlock()
+			h.eventually(180*time.Second, "a and b to balance with the leader dead", func() bool { return balanced(a, b) })
+			restart(t, c, victim)
+			f.stop()
+			h.prefill(30000)
+			h.checkCounts(g, 120*time.Second)
+			alive(t, a, b)
+		})
+	}
+}
+
+// TestFaultBrokerRestartDuringCommits: records flow through two instances
+// that commit every 200 ms; the broker coordinating one instance's
+// transactions (exactly-once) or the group's offsets (at-least-once) dies
+// with SIGKILL and restarts. Commits go on, and every count is right.
+func TestFaultBrokerRestartDuringCommits(t *testing.T) {
+	c := startKafka(t)
+	defer c.Stop()
+	for _, g := range guarantees {
+		t.Run(g.String(), func(t *testing.T) {
+			h := newHarnessOn(t, kafkatest.On(t, c), 4)
+			opts := faultOptions(g)
+			h.prefill(2000)
+			a, b := h.start("a", opts...), h.start("b", opts...)
+			h.eventually(120*time.Second, "a and b to share the tasks", func() bool { return balanced(a, b) })
+			f := h.startFlow(10 * time.Millisecond)
+			committed := func() float64 {
+				return testutil.ToFloat64(a.app.metrics.transactions.WithLabelValues("committed")) +
+					testutil.ToFloat64(b.app.metrics.transactions.WithLabelValues("committed"))
+			}
+			processed := func() int64 {
+				n := int64(0)
+				for _, r := range []*running{a, b} {
+					for _, ts := range r.app.Status().Tasks {
+						n += ts.Processed
+					}
+				}
+				return n
+			}
+			var victim int
+			if g == ExactlyOnce {
+				h.eventually(60*time.Second, "transactions to commit", func() bool { return committed() > 0 })
+				victim = h.txnCoordinator("a")
+			} else {
+				h.eventually(60*time.Second, "records to flow", func() bool { return processed() > 0 })
+				victim = h.groupCoordinator()
+			}
+			kill(t, c, victim, "the coordinator of a's commits")
+			restart(t, c, victim)
+			before, seen := committed(), processed()
+			h.eventually(120*time.Second, "processing and commits to go on after the restart", func() bool {
+				return processed() > seen && (g != ExactlyOnce || committed() > before)
+			})
+			h.eventually(120*time.Second, "a and b to own every task", func() bool { _, all := owners(a, b); return all })
+			f.stop()
+			h.checkCounts(g, 120*time.Second)
+			alive(t, a, b)
+		})
+	}
+}
