@@ -3,12 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/internal/tick"
 )
@@ -39,45 +35,13 @@ func TestExactlyOnceKill9(t *testing.T) {
 		return actives(aAddr) > 0 && actives(bAddr) > 0 && actives(aAddr, bAddr) == 8
 	})
 
-	want := map[string]int64{}
-	var mu sync.Mutex
-	stop := make(chan struct{})
-	produced := make(chan error, 1)
-	go func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				produced <- nil
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			var recs []*kgo.Record
-			batch := map[string]int64{}
-			for j := range 20 {
-				w := fmt.Sprintf("w%d", (i*20+j)%53)
-				batch[w] += 2
-				recs = append(recs, &kgo.Record{Topic: e.lines, Key: []byte(strconv.Itoa(j)), Value: []byte(w + " " + w)})
-			}
-			if err := e.client.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-				produced <- err
-				return
-			}
-			mu.Lock()
-			for w, n := range batch {
-				want[w] += n
-			}
-			mu.Unlock()
-		}
-	}()
+	f := e.startWordFlow(2)
 	time.Sleep(1500 * time.Millisecond)
 	if err := b.cmd.Process.Kill(); err != nil { // SIGKILL, mid-transaction
 		t.Fatal(err)
 	}
 	time.Sleep(1500 * time.Millisecond)
-	close(stop)
-	if err := <-produced; err != nil {
-		t.Fatal(err)
-	}
+	want := f.end(t)
 	waitUntil(t, 60*time.Second, "a to run all 8 tasks", func() bool { return actives(aAddr) == 8 })
 	var got map[string]int64
 	ok := false

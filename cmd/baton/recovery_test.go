@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -73,36 +71,8 @@ func TestMeasureKill9Recovery(t *testing.T) {
 			})
 			ofB := running(bAddr)
 
-			want := map[string]int64{}
-			var mu sync.Mutex
-			stop := make(chan struct{})
-			produced := make(chan error, 1)
-			go func() {
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						produced <- nil
-						return
-					case <-time.After(10 * time.Millisecond):
-					}
-					var recs []*kgo.Record
-					batch := map[string]int64{}
-					for j := range 20 {
-						w := fmt.Sprintf("w%d", (i*20+j)%53)
-						batch[w]++
-						recs = append(recs, &kgo.Record{Topic: input, Key: []byte(strconv.Itoa(j)), Value: []byte(w)})
-					}
-					if err := client.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-						produced <- err
-						return
-					}
-					mu.Lock()
-					for w, n := range batch {
-						want[w] += n
-					}
-					mu.Unlock()
-				}
-			}()
+			e := &e2e{brokers: brokers, client: client, appID: appID, lines: input, counts: output}
+			flow := e.startWordFlow(1)
 			waitUntil(t, 30*time.Second, "b to process", func() bool {
 				for _, n := range running(bAddr) {
 					if n > 0 {
@@ -134,19 +104,14 @@ func TestMeasureKill9Recovery(t *testing.T) {
 				return true
 			})
 			took := time.Since(killed)
-			close(stop)
-			if err := <-produced; err != nil {
-				t.Fatal(err)
-			}
+			want := flow.end(t)
 			// The output, read read_committed, is whole again once the
 			// dead instance's transaction is aborted.
 			var got map[string]int64
 			exact := false
 			for deadline := time.Now().Add(120 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 				got = readCounts(t, brokers, output)
-				mu.Lock()
 				exact = fmt.Sprint(got) == fmt.Sprint(want)
-				mu.Unlock()
 				if exact {
 					break
 				}

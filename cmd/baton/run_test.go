@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -185,6 +187,59 @@ func (e *e2e) readCounts(t *testing.T) map[string]int64 {
 		t.Fatal(err)
 	}
 	return got
+}
+
+// wordFlow writes 20 lines every 10 ms until stopped, each a word of 53
+// repeated per times, and remembers every word's occurrences once they
+// are acknowledged.
+type wordFlow struct {
+	mu   sync.Mutex
+	want map[string]int64 // guarded by mu
+	stop chan struct{}
+	done chan error
+}
+
+func (e *e2e) startWordFlow(per int) *wordFlow {
+	f := &wordFlow{want: map[string]int64{}, stop: make(chan struct{}), done: make(chan error, 1)}
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-f.stop:
+				f.done <- nil
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			var recs []*kgo.Record
+			batch := map[string]int64{}
+			for j := range 20 {
+				w := fmt.Sprintf("w%d", (i*20+j)%53)
+				batch[w] += int64(per)
+				recs = append(recs, &kgo.Record{Topic: e.lines, Key: []byte(strconv.Itoa(j)), Value: []byte(strings.TrimSpace(strings.Repeat(w+" ", per)))})
+			}
+			if err := e.client.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				f.done <- err
+				return
+			}
+			f.mu.Lock()
+			for w, n := range batch {
+				f.want[w] += n
+			}
+			f.mu.Unlock()
+		}
+	}()
+	return f
+}
+
+// end stops the flow and returns what it wrote.
+func (f *wordFlow) end(t *testing.T) map[string]int64 {
+	t.Helper()
+	close(f.stop)
+	if err := <-f.done; err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.want)
 }
 
 // TestClusterAndRunProcesses drives the spec's two-terminal flow: a
