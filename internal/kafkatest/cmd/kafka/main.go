@@ -1,10 +1,11 @@
 // Command kafka starts Apache Kafka on loopback for trying baton against a
 // real cluster by hand, and for scripts:
 //
-//	go run ./internal/kafkatest/cmd/kafka [--nodes 3] [--set key=value]...
+//	go run ./internal/kafkatest/cmd/kafka [--nodes 3] [--topic NAME:PARTITIONS]... [--set key=value]...
 //
-// It fetches the jars on first use (Java 17 and Maven needed), prints one
-// line "kafka ready: HOST:PORT,HOST:PORT,..." when clients can connect, and
+// It fetches the jars on first use (Java 17 and Maven needed), creates the
+// topics asked for (the brokers do not create topics on first use), prints
+// one line "kafka ready: HOST:PORT,HOST:PORT,..." when clients can connect, and
 // runs until SIGINT or SIGTERM, then stops the brokers and removes their
 // data.
 package main
@@ -15,8 +16,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/internal/kafkatest"
 )
@@ -33,10 +38,25 @@ func (s settings) Set(v string) error {
 	return nil
 }
 
+type topics map[string]int32
+
+func (t topics) String() string { return fmt.Sprint(map[string]int32(t)) }
+func (t topics) Set(v string) error {
+	name, n, ok := strings.Cut(v, ":")
+	p, err := strconv.Atoi(n)
+	if !ok || name == "" || err != nil || p < 1 {
+		return fmt.Errorf("want NAME:PARTITIONS with PARTITIONS >= 1, got %q", v)
+	}
+	t[name] = int32(p)
+	return nil
+}
+
 func main() {
 	nodes := flag.Int("nodes", 1, "number of combined controller+broker nodes")
 	set := settings{}
 	flag.Var(set, "set", "a broker setting key=value (repeatable)")
+	create := topics{}
+	flag.Var(create, "topic", "a topic to create, NAME:PARTITIONS (repeatable)")
 	flag.Parse()
 	if *nodes < 1 {
 		fmt.Fprintf(os.Stderr, "kafka: --nodes must be at least 1, got %d\n", *nodes)
@@ -50,7 +70,35 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	if err := createTopics(ctx, c.Addrs(), create); err != nil {
+		c.Stop()
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	fmt.Printf("kafka ready: %s\n", strings.Join(c.Addrs(), ","))
 	<-ctx.Done()
 	c.Stop()
+}
+
+func createTopics(ctx context.Context, brokers []string, create topics) error {
+	if len(create) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for name, n := range create {
+		resp, err := adm.CreateTopic(ctx, n, -1, nil, name)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			return fmt.Errorf("kafka: creating topic %s: %w", name, err)
+		}
+		fmt.Fprintf(os.Stderr, "kafka: created topic %s with %d partitions\n", name, n)
+	}
+	return nil
 }
