@@ -12,9 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/baton-streams/baton/cluster"
 	"github.com/baton-streams/baton/internal/kafkatest"
 	"github.com/baton-streams/baton/topology"
 )
@@ -184,22 +182,9 @@ func TestStopForRestartNeedsInstanceID(t *testing.T) {
 // brokers' group.min.session.timeout.ms makes Run return an error naming
 // it and the broker setting, instead of trying to join forever.
 func TestSessionTimeoutOutsideBrokerBounds(t *testing.T) {
-	var brokers []string
-	if kafkatest.Real(t) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		c, err := kafkatest.Start(ctx, kafkatest.Config{Nodes: 1, BrokerConfig: map[string]string{"group.min.session.timeout.ms": "6000"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Stop()
-		brokers = c.Addrs()
-	} else {
-		brokers = kfakeWithMinSession(t, 6*time.Second)
-	}
-	tg := &kafkatest.Target{Brokers: brokers}
+	tg := kafkatest.WithDefaultSessionBounds(t)
 	h := newHarnessOn(t, tg, 2)
-	app, err := New(wordcountTopOn(t, h), WithBrokers(brokers...), WithAppID(h.appID), WithMemoryState(),
+	app, err := New(wordcountTopOn(t, h), WithBrokers(tg.Brokers...), WithAppID(h.appID), WithMemoryState(),
 		WithSessionTimeout(2*time.Second), WithLogger(quietLogger()))
 	if err != nil {
 		t.Fatal(err)
@@ -237,18 +222,6 @@ func wordcountTopOn(t *testing.T, h *harness) *topology.Topology {
 
 func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-// kfakeWithMinSession starts an embedded cluster whose
-// group.min.session.timeout.ms is min, as a production broker's.
-func kfakeWithMinSession(t *testing.T, min time.Duration) []string {
-	t.Helper()
-	c, err := cluster.Start("127.0.0.1:0", 1, kfake.GroupMinSessionTimeout(min))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c.Addrs()
 }
 
 // TestExactlyOnceLostCommitOutcomes: transaction commits go through but

@@ -1,14 +1,10 @@
 package main
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
-	"github.com/baton-streams/baton/cluster"
 	"github.com/baton-streams/baton/internal/kafkatest"
 )
 
@@ -18,25 +14,9 @@ import (
 // naming the session timeout and the broker setting, instead of trying to
 // join forever.
 func TestRunSessionTimeoutRefused(t *testing.T) {
-	var brokers string
-	if kafkatest.Real(t) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		c, err := kafkatest.Start(ctx, kafkatest.Config{Nodes: 1, BrokerConfig: map[string]string{"group.min.session.timeout.ms": "6000"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Stop()
-		brokers = strings.Join(c.Addrs(), ",")
-	} else {
-		c, err := cluster.Start("127.0.0.1:0", 1, kfake.GroupMinSessionTimeout(6*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		brokers = strings.Join(c.Addrs(), ",")
-	}
-	(&kafkatest.Target{Brokers: strings.Split(brokers, ",")}).CreateTopic(t, "lines", 2, false)
+	tg := kafkatest.WithDefaultSessionBounds(t)
+	brokers := tg.Bootstrap()
+	tg.CreateTopic(t, "lines", 2, false)
 	p := startBaton(t, "run", "wordcount", "--brokers", brokers, "--app-id", "wc", "--input", "lines",
 		"--output", "counts", "--state-dir", t.TempDir(), "--session-timeout", "2s")
 	var err error

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/cluster"
@@ -120,6 +121,31 @@ func ForTest(t testing.TB) *Target {
 // that kills brokers), with names unique to the test.
 func On(t testing.TB, c *Cluster) *Target {
 	return &Target{Brokers: c.Addrs(), Kafka: c, prefix: uniquePrefix(t)}
+}
+
+// WithDefaultSessionBounds returns a cluster of the test's own whose
+// brokers keep Apache Kafka's default group.min.session.timeout.ms (6 s),
+// which the shared test clusters lower to 500 ms: one Apache Kafka node
+// with BATON_KAFKA=real, an embedded cluster otherwise. It stops when t
+// ends.
+func WithDefaultSessionBounds(t testing.TB) *Target {
+	t.Helper()
+	if !Real(t) {
+		c, err := cluster.Start("127.0.0.1:0", 1, kfake.GroupMinSessionTimeout(6*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return &Target{Brokers: c.Addrs()}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := Start(ctx, Config{Nodes: 1, BrokerConfig: map[string]string{"group.min.session.timeout.ms": "6000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return &Target{Brokers: c.Addrs(), Kafka: c}
 }
 
 // uniquePrefix is the test's name, cut to 40 characters, and a random
