@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/baton-streams/baton/instance"
 	"log/slog"
 	"os"
 	"slices"
@@ -30,6 +31,9 @@ var (
 	ErrRunning = errors.New("baton: App.Run called twice")
 )
 
+// errStopped is the run context's cause once Run returns.
+var errStopped = errors.New("baton: stopped")
+
 // App runs one instance of a topology: one consumer-group member whose
 // workers run the tasks the group's leader assigns it.
 type App struct {
@@ -42,75 +46,61 @@ type App struct {
 	// byChangelog maps a changelog topic to its store (subtopology, name).
 	byChangelog map[string]storeRef
 
+	// Written by Run before the loop starts, then read-only.
 	group   *kgo.Client // group member, producer, committer
 	restore *kgo.Client // changelog reader for standbys, learners, restores
 	admin   *kadm.Client
 	unlock  func() error
 	metrics *metrics
-	purger  *purger // deletes committed records of repartition topics
+	purger  *purger   // deletes committed records of repartition topics
+	commit  committer // at-least-once or transactional
+	workers []*worker
+	// runCtx is cancelled, with the cause, when the instance must stop
+	// (fail); every I/O call of the runtime derives from it.
+	runCtx context.Context
+	cancel context.CancelCauseFunc
+	ch     loopChans
+	// diskCP is the checkpoint of every store left on disk at start, per
+	// task (read by open, handed to the core).
+	diskCP map[string]map[string]int64
 
-	// mu guards tasks and the restore bookkeeping. The run loop holds it
-	// while it changes them; rebalance callbacks take it. It is never held
-	// while blocked on a poll.
-	mu    sync.Mutex
-	tasks map[string]*task
-	// topicParts caches partition counts of topics records are sent to.
+	// Written by the loop only.
+	shell        *shell
+	tasks        map[string]*task
+	openingTasks map[string]bool
+	closing      map[string]chan struct{} // task -> closed when its stores' background close ends
+	backlog      map[string][]*kgo.Record // polled records of active tasks not running yet
+
+	// Written by the loop, read by any goroutine.
+	snapshot atomic.Pointer[instance.Snapshot] // what Subscription reports
+	view     atomic.Pointer[[]taskView]        // what Status reports
+	leaving  atomic.Bool
+
+	// Written by any goroutine.
+	closers    sync.WaitGroup // background store opens and closes
+	pollers    sync.WaitGroup // the input and changelog pollers
+	partsMu    sync.Mutex     // guards topicParts only; never held across I/O
 	topicParts map[string]int32
-	diskLag    map[string]int64 // task -> lag of state on disk (not open)
-	// diskCP is the checkpoint of every store left on disk, per task: read
-	// once at start, then kept as stores close, so lags need no disk scan.
-	diskCP  map[string]map[string]int64
-	closing map[string]chan struct{} // task -> closed when its stores' background close ends
-	closers sync.WaitGroup
+	leaveNow   chan struct{} // closed by Leave
 
+	// Written by the group goroutine (kgo's callbacks).
 	assignment atomic.Pointer[protocol.Assignment]
 	wake       chan struct{} // a new assignment arrived
-	snapshot   atomic.Pointer[subSnapshot]
-	leaving    atomic.Bool
-	leaveNow   chan struct{}
 	ledGen     atomic.Int32
 	joinedAt   atomic.Int64 // unix nanos of the last join, for the rebalance log line
 	lastPlan   atomic.Pointer[PlanStatus]
-	plansMu    sync.Mutex // guards plans only; never held with mu
+	plansMu    sync.Mutex // guards plans only
 	plans      []PlanStatus
-	fatal      chan error
-	running    atomic.Bool
-	rejoin     atomic.Bool // a learner became ready: rejoin after this iteration
-	workers    []*worker
-	// backlog holds polled records of active tasks still restoring.
-	backlog map[string][]*kgo.Record
-	// Exactly-once: records produced and processed in the open
-	// transaction, whether its offsets were added, and whether the loop
-	// must rewind the input after an abort; txnAborts counts the aborts
-	// begun, so a record's callback knows whether its transaction was
-	// aborted since it was produced.
-	txnProduced     atomic.Int64
-	txnProcessed    atomic.Int64
-	txnOffsetsAdded bool
-	rewind          atomic.Bool
-	// lostCommit, when set (tests), makes the next transaction commit
-	// report this error after it committed: an outcome lost on the way.
-	lostCommit atomic.Pointer[error]
-	txnAborts  atomic.Uint64
 	// txnMember is the member id under which the tasks were assigned: a
 	// transaction must not commit under another (see commitTxnOffsets).
-	txnMember string
-	// view is the task list Status reads; groupClient is a.group for
-	// readers that must not take mu.
-	view        atomic.Pointer[[]taskView]
+	txnMember   atomic.Value // string
 	groupClient atomic.Pointer[kgo.Client]
+	running     atomic.Bool // Run was called
 }
 
 type storeRef struct {
 	sub  int
 	name string
-}
-
-// subSnapshot is what Subscription reports; the loop replaces it whenever
-// roles or lags change, so the group goroutine never waits for a lock.
-type subSnapshot struct {
-	standby, learner []string
-	lags             map[string]int64
 }
 
 // New checks the options and prepares an App. Nothing is contacted until
@@ -131,8 +121,11 @@ func New(top *topology.Topology, opts ...Option) (*App, error) {
 	}
 	a := &App{cfg: cfg, top: top, log: cfg.logger.With("instance", cfg.instanceID),
 		subs: map[int]topology.Subtopology{}, bySource: map[string]int{}, byChangelog: map[string]storeRef{},
-		tasks: map[string]*task{}, topicParts: map[string]int32{}, diskLag: map[string]int64{}, closing: map[string]chan struct{}{}, diskCP: map[string]map[string]int64{}, backlog: map[string][]*kgo.Record{},
-		wake: make(chan struct{}, 1), leaveNow: make(chan struct{}), fatal: make(chan error, 1)}
+		tasks: map[string]*task{}, openingTasks: map[string]bool{}, topicParts: map[string]int32{}, closing: map[string]chan struct{}{},
+		diskCP: map[string]map[string]int64{}, backlog: map[string][]*kgo.Record{},
+		wake: make(chan struct{}, 1), leaveNow: make(chan struct{}), ch: newLoopChans()}
+	a.runCtx, a.cancel = context.WithCancelCause(context.Background())
+	a.txnMember.Store("")
 	stateful := false
 	for _, s := range top.Subtopologies() {
 		a.subs[s.ID] = s
@@ -160,7 +153,12 @@ func New(top *topology.Topology, opts ...Option) (*App, error) {
 		return nil, fmt.Errorf("%w: state dir: required for a stateful topology", ErrConfig)
 	}
 	a.metrics = newMetrics(cfg.registerer, cfg.appID, cfg.instanceID)
-	a.snapshot.Store(&subSnapshot{lags: map[string]int64{}})
+	a.snapshot.Store(&instance.Snapshot{Lags: map[string]int64{}})
+	if cfg.guarantee == ExactlyOnce {
+		a.commit = newTransactional(a)
+	} else {
+		a.commit = newAtLeastOnce(a)
+	}
 	return a, nil
 }
 
@@ -188,12 +186,13 @@ func (a *App) emit(e Event) {
 	a.cfg.listener(e)
 }
 
-func (a *App) fail(err error) {
-	select {
-	case a.fatal <- err:
-	default:
-	}
-}
+// fail stops the instance with err (the first error wins): the loop
+// aborts, and every I/O call derived from the run context ends.
+func (a *App) fail(err error) { a.cancel(err) }
+
+// produce sends a record a task's processing wrote, through the commit
+// path.
+func (a *App) produce(r *kgo.Record, promise func(*kgo.Record, error)) { a.commit.produce(r, promise) }
 
 // Run joins the group and processes until ctx is done, then drains: the
 // instance marks itself leaving, waits (up to the drain timeout, or until
@@ -218,15 +217,19 @@ func (a *App) Run(ctx context.Context) (err error) {
 	}
 	a.purger.start(a.admin)
 	defer a.purger.close()
-	if a.exactlyOnce() {
-		if err := a.beginTxn(); err != nil {
+	switch c := a.commit.(type) {
+	case *transactional:
+		if err := c.beginTxn(); err != nil {
 			return err
 		}
+		go c.run(a.runCtx)
+	case *atLeastOnce:
+		go c.run(a.runCtx)
 	}
+	defer a.cancel(errStopped)
 	a.startWorkers()
 	defer a.stopWorkers()
 	a.group.AddConsumeTopics(a.sourceTopics()...)
-	a.refreshLags(ctx)
 	return a.loop(ctx)
 }
 
@@ -331,12 +334,11 @@ func (a *App) releaseLock() {
 }
 
 func (a *App) close() {
-	a.mu.Lock()
-	for _, t := range a.tasks {
-		a.closeTaskLocked(t)
+	if a.ch.done != nil && a.group != nil {
+		a.stopPolling()
 	}
-	a.publishSnapshotLocked()
-	a.mu.Unlock()
+	a.cancel(errStopped)
+	a.closeAll()
 	a.restore.Close()
 	a.group.Close()
 	a.closers.Wait() // every store closed before the directory lock goes
@@ -365,13 +367,13 @@ func joinComma(s []string) string { return strings.Join(s, ",") }
 // partitionsOf returns the partition count of topic, asking the cluster
 // when it is not known yet (a sink created by someone else).
 func (a *App) partitionsOf(topic string) (int32, error) {
-	a.mu.Lock()
+	a.partsMu.Lock()
 	n, ok := a.topicParts[topic]
-	a.mu.Unlock()
+	a.partsMu.Unlock()
 	if ok && n > 0 {
 		return n, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(a.runCtx, 5*time.Second)
 	defer cancel()
 	d, err := a.admin.ListTopics(ctx, topic)
 	if err != nil {
@@ -382,8 +384,8 @@ func (a *App) partitionsOf(topic string) (int32, error) {
 		return 0, fmt.Errorf("baton: topic %s does not exist; create it before sending to it", topic)
 	}
 	n = int32(len(td.Partitions))
-	a.mu.Lock()
+	a.partsMu.Lock()
 	a.topicParts[topic] = n
-	a.mu.Unlock()
+	a.partsMu.Unlock()
 	return n, nil
 }

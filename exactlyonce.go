@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/baton-streams/baton/instance"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -90,48 +92,181 @@ func (a *App) txnClientOpts() []kgo.Opt {
 	}
 }
 
-// restoreClientOpts are the changelog reader's extra options under
-// ExactlyOnce: only committed data, and the transaction markers too, so a
-// checkpoint moves past the marker that ends the changelog.
+// restoreClientOpts are the changelog reader's options under either
+// guarantee: only committed data, and the transaction markers too, so a
+// checkpoint moves past the marker that ends a changelog. A changelog
+// written under exactly-once and read by a group that runs at-least-once
+// now (or the other way) still ends with a marker: a reader that did not
+// see it would stay one record behind for good, and a restoring active
+// would never run.
 func (a *App) restoreClientOpts() []kgo.Opt {
-	if !a.exactlyOnce() {
-		return nil
-	}
 	return []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords()}
 }
 
-// produce sends a record in the current transaction (or, at least once,
-// plainly). Workers call it while processing. A record of a transaction
-// that is being aborted (abortTxnLocked) may fail: dropped unsent
-// (kgo.ErrAborting), or rejected once the abort fenced the producer's old
-// epoch (INVALID_PRODUCER_EPOCH). Such a failure is not reported to
-// promise: the record's work is thrown away with the transaction, and
-// processing rewinds past it.
-func (a *App) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
-	if !a.exactlyOnce() {
-		a.group.Produce(context.Background(), r, promise)
-		return
+// transactional writes changelog and output records and commits input
+// offsets in one Kafka transaction per commit. Records processed belong to
+// the open transaction, so processing waits while one commits
+// (exclusive). A transaction that fails is aborted: the active tasks roll
+// back to the last commit and the loop rewinds their input (rewindInput).
+type transactional struct {
+	a    *App
+	jobs chan txnJob
+	// inflight: commits begun and not done (loop only).
+	inflight int
+	// produced and processed count the open transaction's records;
+	// aborts counts the aborts begun, so a record's callback knows
+	// whether its transaction was aborted since it was produced.
+	produced, processed atomic.Int64
+	aborts              atomic.Uint64
+	// offsetsAdded: the group's offsets are in the open transaction
+	// (committer goroutine only).
+	offsetsAdded bool
+	// lostCommit and forceAbort, when set (tests), make the next commit
+	// report this error after it committed (an outcome lost on the way),
+	// or abort with it instead of committing.
+	lostCommit, forceAbort atomic.Pointer[error]
+}
+
+type txnJob struct {
+	seq     int
+	final   bool
+	abort   error // abort the open transaction with this cause
+	offsets map[string]map[int32]kgo.EpochOffset
+}
+
+func newTransactional(a *App) *transactional {
+	return &transactional{a: a, jobs: make(chan txnJob, 64)}
+}
+
+func (c *transactional) run(ctx context.Context) {
+	for {
+		var j txnJob
+		select {
+		case <-ctx.Done():
+			return
+		case j = <-c.jobs:
+		}
+		r := c.commit(ctx, j)
+		select {
+		case c.a.ch.commits <- r:
+		case <-ctx.Done():
+			return
+		}
 	}
-	a.txnProduced.Add(1)
-	aborts := a.txnAborts.Load()
-	a.group.Produce(context.Background(), r, func(r *kgo.Record, err error) {
-		if err != nil && a.txnAborts.Load() != aborts {
+}
+
+// produce sends a record in the open transaction. A record of a
+// transaction being aborted may fail: dropped unsent (kgo.ErrAborting), or
+// rejected once the abort fenced the producer's old epoch
+// (INVALID_PRODUCER_EPOCH). Such a failure is not reported to promise:
+// the record's work is thrown away with the transaction, and processing
+// rewinds past it.
+func (c *transactional) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
+	c.produced.Add(1)
+	aborts := c.aborts.Load()
+	c.a.group.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+		if err != nil && c.aborts.Load() != aborts {
 			return
 		}
 		promise(r, err)
 	})
 }
 
-// beginTxn starts the next transaction. Failing to is fatal: workers
-// could not produce.
-func (a *App) beginTxn() error {
-	a.txnOffsetsAdded = false
-	a.txnProduced.Store(0)
-	a.txnProcessed.Store(0)
-	if err := a.group.BeginTransaction(); err != nil {
-		err = fmt.Errorf("baton: beginning a transaction: %w", err)
-		a.fail(err)
-		return err
+func (c *transactional) begin(seq int, _ []*task, final bool) {
+	c.inflight++
+	if c.a.shell != nil && (c.a.shell.rewind || c.a.shell.rewinding) {
+		// Rolled back and not rewound yet: nothing to commit.
+		c.a.ch.commits <- commitResult{seq: seq}
+		return
+	}
+	// Every active task's work is in the transaction.
+	c.jobs <- txnJob{seq: seq, final: final, offsets: inputOffsets(c.a.activeTasks())}
+}
+
+func (c *transactional) exclusive() bool { return c.inflight > 0 }
+
+func (c *transactional) done(r commitResult) instance.CommitDone {
+	a := c.a
+	c.inflight--
+	cd := instance.CommitDone{Seq: r.seq, Checkpoints: map[string]map[string]int64{}}
+	if r.err != nil {
+		cd.Err = r.err.Error()
+	}
+	switch {
+	case r.committed:
+		for _, t := range a.activeTasks() {
+			for _, s := range t.stores {
+				if len(s.pending) == 0 {
+					continue
+				}
+				if err := s.apply(s.pending, s.acked.Load()); err != nil {
+					a.fail(fmt.Errorf("baton: task %s store %s: %w", t.id, s.name, err))
+					return cd
+				}
+				clear(s.pending)
+				if cd.Checkpoints[t.id] == nil {
+					cd.Checkpoints[t.id] = map[string]int64{}
+				}
+				cd.Checkpoints[t.id][s.name] = s.checkpoint
+			}
+		}
+	case r.aborted:
+		c.rollback()
+	}
+	return cd
+}
+
+// rollback forgets what active tasks did since the last commit: their
+// pending store writes and processed offsets, and records waiting for
+// them. The loop then rewinds their input.
+func (c *transactional) rollback() {
+	a := c.a
+	for _, t := range a.tasks {
+		if !t.active {
+			continue
+		}
+		for _, s := range t.stores {
+			clear(s.pending)
+			if acked := s.acked.Load(); acked > s.checkpoint {
+				s.inDoubt = max(s.inDoubt, acked)
+			}
+			s.acked.Store(s.checkpoint)
+		}
+		clear(t.offsets)
+		delete(a.backlog, t.id)
+	}
+	if a.shell != nil {
+		a.shell.rewind = true
+		a.shell.requestPoll()
+	}
+}
+
+func (c *transactional) lost() {
+	if c.produced.Load() > 0 || c.processed.Load() > 0 {
+		c.inflight++
+		c.jobs <- txnJob{seq: 0, abort: errors.New("baton: this member's partitions were lost (session expired)")}
+	}
+}
+
+func (c *transactional) final(ctx context.Context, tasks []*task) error {
+	return c.a.waitFinal(ctx, c, tasks)
+}
+
+func (c *transactional) abort() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.a.group.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		c.a.log.Warn("aborting the transaction", "err", err)
+	}
+}
+
+// beginTxn starts the next transaction.
+func (c *transactional) beginTxn() error {
+	c.offsetsAdded = false
+	c.produced.Store(0)
+	c.processed.Store(0)
+	if err := c.a.group.BeginTransaction(); err != nil {
+		return fmt.Errorf("baton: beginning a transaction: %w", err)
 	}
 	return nil
 }
@@ -141,93 +276,140 @@ func (a *App) beginTxn() error {
 // transaction stays open and the next commit tries again.
 var errTxnRetry = errors.New("baton: transaction commit postponed")
 
-// commitTxnLocked commits the open transaction, which holds the work of
-// every active task, and begins the next one. In order: wait for every
+// commit commits the open transaction and begins the next one, on the
+// committer's goroutine while processing waits. In order: wait for every
 // produced record, add the input offsets to the transaction, end it with
-// a commit, apply the stores' pending writes at the acknowledged
-// changelog offsets. When final (a revoke, leaving) it retries a
-// postponed commit until ctx ends; otherwise it returns errTxnRetry and
-// leaves the transaction open. Any other failure aborts the transaction:
-// the pending writes are dropped and the loop rewinds the input to the
-// last committed offsets (see rewindInput).
-func (a *App) commitTxnLocked(ctx context.Context, final bool) error {
-	if a.txnProduced.Load() == 0 && a.txnProcessed.Load() == 0 {
-		return nil // nothing in this transaction
+// a commit. When final (a revoke, the end) it retries a postponed commit
+// until ctx ends; otherwise a postponed commit leaves the transaction
+// open for the next. Any other failure aborts the transaction.
+func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
+	a := c.a
+	r := commitResult{seq: j.seq}
+	if j.abort != nil {
+		return c.abortTxn(r, j.abort)
+	}
+	if err := c.forceAbort.Swap(nil); err != nil {
+		return c.abortTxn(r, *err)
+	}
+	if c.produced.Load() == 0 && c.processed.Load() == 0 {
+		return r // nothing in this transaction
 	}
 	start := time.Now()
-	tasks := a.activeTasksLocked()
-	if err := a.group.Flush(ctx); err != nil {
-		return a.abortTxnLocked(fmt.Errorf("baton: flushing produced records: %w", err))
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := a.group.Flush(cctx); err != nil {
+		return c.abortTxn(r, fmt.Errorf("baton: flushing produced records: %w", err))
 	}
-	select {
-	case err := <-a.fatal:
-		a.fail(err) // keep it for the loop
-		return err
-	default:
+	if ctx.Err() != nil {
+		return commitResult{seq: j.seq, err: ctx.Err()}
 	}
-	offsets := inputOffsets(tasks)
-	if a.txnProduced.Load() == 0 {
+	if c.produced.Load() == 0 {
 		// Nothing written: no transaction began in the cluster. The
 		// offsets alone are the commit.
-		if err := a.group.EndTransaction(ctx, kgo.TryCommit); err != nil {
-			return a.abortTxnLocked(fmt.Errorf("baton: ending an empty transaction: %w", err))
+		if err := a.group.EndTransaction(cctx, kgo.TryCommit); err != nil {
+			return c.abortTxn(r, fmt.Errorf("baton: ending an empty transaction: %w", err))
 		}
-		var commitErr error
-		if len(offsets) > 0 {
-			a.group.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-				commitErr = commitResult(resp, err)
+		if len(j.offsets) > 0 {
+			a.group.CommitOffsetsSync(cctx, j.offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+				r.err = offsetCommitErr(resp, err)
 			})
 		}
-		if err := a.beginTxn(); err != nil {
-			return err
+		if err := c.beginTxn(); err != nil {
+			a.fail(err)
+			r.err = err
+			return r
 		}
-		if commitErr != nil {
-			a.rollbackLocked()
-			return fmt.Errorf("baton: committing offsets: %w", commitErr)
+		if r.err != nil {
+			r.aborted = true
+			r.err = fmt.Errorf("baton: committing offsets: %w", r.err)
+			return r
 		}
-		a.purger.committed(offsets, nil)
+		a.purger.committed(j.offsets, nil)
 		a.metrics.commitSeconds.Observe(time.Since(start).Seconds())
-		return nil
+		r.committed = true
+		return r
 	}
 	for {
-		err := a.commitTxnOffsets(ctx, offsets)
+		err := c.commitTxnOffsets(cctx, j.offsets)
 		if err == nil {
 			break
 		}
 		if !errors.Is(err, errTxnRetry) {
-			return a.abortTxnLocked(err)
+			return c.abortTxn(r, err)
 		}
-		if !final {
-			return err
+		if !j.final {
+			r.err = err
+			return r // tried again at the next commit
 		}
 		select {
-		case <-ctx.Done():
-			return a.abortTxnLocked(fmt.Errorf("%w: %v", err, ctx.Err()))
+		case <-cctx.Done():
+			return c.abortTxn(r, fmt.Errorf("%w: %v", err, cctx.Err()))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	if err := a.group.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		return a.abortTxnLocked(fmt.Errorf("baton: committing the transaction: %w", err))
+	if err := a.group.EndTransaction(cctx, kgo.TryCommit); err != nil {
+		return c.abortTxn(r, fmt.Errorf("baton: committing the transaction: %w", err))
 	}
-	if err := a.lostCommit.Swap(nil); err != nil {
-		return a.abortTxnLocked(fmt.Errorf("baton: committing the transaction: %w", *err))
+	if err := c.lostCommit.Swap(nil); err != nil {
+		return c.abortTxn(r, fmt.Errorf("baton: committing the transaction: %w", *err))
 	}
 	a.metrics.transactions.WithLabelValues("committed").Inc()
-	a.purger.committed(offsets, nil)
-	if err := a.applyPendingLocked(tasks); err != nil {
-		return err
-	}
-	if err := a.beginTxn(); err != nil {
-		return err
+	a.purger.committed(j.offsets, nil)
+	if err := c.beginTxn(); err != nil {
+		a.fail(err)
+		r.err = err
+		return r
 	}
 	a.metrics.commitSeconds.Observe(time.Since(start).Seconds())
-	return nil
+	r.committed = true
+	return r
+}
+
+// abortTxn aborts the open transaction after cause and begins the next;
+// the loop rolls the active tasks back when it gets the result.
+func (c *transactional) abortTxn(r commitResult, cause error) commitResult {
+	a := c.a
+	a.log.Warn("aborting the transaction; processing again from the last commit", "err", cause)
+	a.metrics.transactions.WithLabelValues("aborted").Inc()
+	c.aborts.Add(1)
+	r.aborted, r.err = true, cause
+	ctx, cancel := context.WithTimeout(a.runCtx, 30*time.Second)
+	defer cancel()
+	bctx, bcancel := context.WithTimeout(ctx, 10*time.Second)
+	if err := a.group.AbortBufferedRecords(bctx); err != nil {
+		a.log.Warn("dropping unsent records", "err", err)
+	}
+	bcancel()
+	// An abort whose outcome is unknown (the cluster went away) is tried
+	// again: the client then fences the old transaction by bumping the
+	// producer epoch. An instance told to leave at once stops trying; the
+	// cluster aborts the transaction at its timeout.
+	for {
+		err := a.group.EndTransaction(ctx, kgo.TryAbort)
+		if err == nil {
+			break
+		}
+		a.log.Warn("aborting the transaction; trying again", "err", err)
+		select {
+		case <-a.leaveNow:
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+			continue
+		}
+		a.fail(fmt.Errorf("baton: aborting the transaction: %w (after %v)", err, cause))
+		return r
+	}
+	if err := c.beginTxn(); err != nil {
+		a.fail(err)
+	}
+	return r
 }
 
 // commitTxnOffsets adds the input offsets to the open transaction. The
 // request carries the member's generation, so an instance the group has
 // expelled cannot commit (its transaction aborts).
-func (a *App) commitTxnOffsets(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
+func (c *transactional) commitTxnOffsets(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) error {
+	a := c.a
 	if len(offsets) == 0 {
 		return nil
 	}
@@ -235,7 +417,7 @@ func (a *App) commitTxnOffsets(ctx context.Context, offsets map[string]map[int32
 	if err != nil {
 		return fmt.Errorf("baton: transactional producer id: %w", err)
 	}
-	if !a.txnOffsetsAdded {
+	if !c.offsetsAdded {
 		add := kmsg.NewPtrAddOffsetsToTxnRequest()
 		add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = a.transactionalID(), id, epoch, a.cfg.appID
 		resp, err := add.RequestWith(ctx, a.group)
@@ -245,16 +427,16 @@ func (a *App) commitTxnOffsets(ctx context.Context, offsets map[string]map[int32
 		if err != nil {
 			return txnErr("adding offsets to the transaction", err)
 		}
-		a.txnOffsetsAdded = true
+		c.offsetsAdded = true
 	}
 	memberID, generation := a.group.GroupMetadata()
-	if a.txnMember != "" && memberID != a.txnMember {
+	if txnMember := a.txnMember.Load(); txnMember != "" && memberID != txnMember {
 		// The group expelled this member (say, it was stuck past the
 		// rebalance timeout) and it joined again under a new id: another
 		// member may have processed these records meanwhile. The new
 		// generation would let the commit through; abort instead.
-		old := a.txnMember
-		a.txnMember = memberID
+		old := txnMember
+		a.txnMember.Store(memberID)
 		return fmt.Errorf("baton: the member was expelled from the group while the transaction was open (member id %s, now %s)", old, memberID)
 	}
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
@@ -302,84 +484,18 @@ func txnErr(what string, err error) error {
 	return fmt.Errorf("baton: %s: %w", what, err)
 }
 
-// abortTxnLocked aborts the open transaction after cause, rolls the active
-// tasks back to the last commit and begins the next transaction. It
-// returns cause.
-func (a *App) abortTxnLocked(cause error) error {
-	a.log.Warn("aborting the transaction; processing again from the last commit", "err", cause)
-	a.metrics.transactions.WithLabelValues("aborted").Inc()
-	a.txnAborts.Add(1)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	bctx, bcancel := context.WithTimeout(ctx, 10*time.Second)
-	if err := a.group.AbortBufferedRecords(bctx); err != nil {
-		a.log.Warn("dropping unsent records", "err", err)
-	}
-	bcancel()
-	// An abort whose outcome is unknown (the cluster went away) is tried
-	// again: the client then fences the old transaction by bumping the
-	// producer epoch. An instance told to leave at once stops trying; the
-	// cluster aborts the transaction at its timeout.
-	for {
-		err := a.group.EndTransaction(ctx, kgo.TryAbort)
-		if err == nil {
-			break
-		}
-		a.log.Warn("aborting the transaction; trying again", "err", err)
-		select {
-		case <-a.leaveNow:
-		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
-			continue
-		}
-		err = fmt.Errorf("baton: aborting the transaction: %w (after %v)", err, cause)
-		a.fail(err)
-		return err
-	}
-	a.rollbackLocked()
-	if err := a.beginTxn(); err != nil {
-		return err
-	}
-	return cause
-}
-
-// rollbackLocked forgets what active tasks did since the last commit: their
-// pending store writes and processed offsets, and records waiting for
-// them. The loop then rewinds their input (rewindInput).
-func (a *App) rollbackLocked() {
-	for _, t := range a.tasks {
-		if t.role != roleActive {
-			continue
-		}
-		for _, s := range t.stores {
-			clear(s.pending)
-			if acked := s.acked.Load(); acked > s.checkpoint {
-				s.inDoubt = max(s.inDoubt, acked)
-			}
-			s.acked.Store(s.checkpoint)
-		}
-		clear(t.offsets)
-		delete(a.backlog, t.id)
-	}
-	a.rewind.Store(true)
-}
-
 // catchUpStores applies to the stores of active tasks what their
-// changelogs hold, committed, beyond the stores' checkpoints. It runs on
-// the loop while no worker or rebalance callback runs.
-func (a *App) catchUpStores(ctx context.Context) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+// changelogs hold, committed, beyond the stores' checkpoints. It runs
+// while the loop waits for the rewind: no worker processes and rebalances
+// are blocked, so the stores are its to write.
+func (a *App) catchUpStores(ctx context.Context, tasks []*task) error {
 	type copyOf struct {
 		t *task
 		s *taskStore
 	}
 	byPart := map[string]map[int32]copyOf{}
 	var topics []string
-	for _, t := range a.tasks {
-		if t.role != roleActive {
-			continue
-		}
+	for _, t := range tasks {
 		for _, s := range t.stores {
 			if byPart[s.changelog] == nil {
 				byPart[s.changelog] = map[int32]copyOf{}
@@ -483,20 +599,17 @@ func (a *App) catchUpStores(ctx context.Context) error {
 
 // rewindInput sets the input position of every active task back to its
 // last committed offset (the start of the partition when it has none). It runs
-// on the loop between a poll and AllowRebalance, as SetOffsets requires.
-func (a *App) rewindInput(ctx context.Context) error {
-	a.mu.Lock()
+// while the loop holds rebalances blocked after a poll, as SetOffsets
+// requires, and processes nothing.
+func (a *App) rewindInput(ctx context.Context, tasks []*task) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	parts := map[string][]int32{}
-	for _, t := range a.tasks {
-		if t.role != roleActive {
-			continue
-		}
+	for _, t := range tasks {
 		for _, src := range t.sub.Sources {
 			parts[src] = append(parts[src], t.part)
 		}
-		delete(a.backlog, t.id)
 	}
-	a.mu.Unlock()
 	if len(parts) == 0 {
 		return nil
 	}
@@ -505,7 +618,7 @@ func (a *App) rewindInput(ctx context.Context) error {
 	// then committed, and its changelog writes are in the changelogs but
 	// not in the stores: bring the stores up to their changelogs, and read
 	// offsets only once no transactional commit is pending.
-	if err := a.catchUpStores(ctx); err != nil {
+	if err := a.catchUpStores(ctx, tasks); err != nil {
 		return err
 	}
 	var topics []string

@@ -3,7 +3,6 @@ package baton
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -121,12 +120,15 @@ func TestExactlyOnceAbortCatchesUpStores(t *testing.T) {
 	if err := h.prod.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	a.app.mu.Lock()
-	err := a.app.abortTxnLocked(errors.New("test: a commit with an unknown outcome"))
-	a.app.mu.Unlock()
-	if err == nil || !strings.Contains(err.Error(), "unknown outcome") {
-		t.Fatalf("abortTxnLocked returned %v, want its cause", err)
+	aborted := func() float64 { return testutil.ToFloat64(a.app.metrics.transactions.WithLabelValues("aborted")) }
+	before := aborted()
+	cause := errors.New("test: a commit with an unknown outcome")
+	a.app.commit.(*transactional).forceAbort.Store(&cause)
+	if err := h.prod.ProduceSync(context.Background(), &kgo.Record{Topic: h.input, Value: []byte("beta")}).FirstErr(); err != nil {
+		t.Fatal(err)
 	}
+	h.words["beta"]++
+	h.eventually(30*time.Second, "the transaction to abort", func() bool { return aborted() > before })
 	if err := h.prod.ProduceSync(context.Background(), &kgo.Record{Topic: h.input, Value: []byte("alpha")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}

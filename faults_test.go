@@ -116,7 +116,7 @@ func (h *harness) leaders(topic string) map[int32]int {
 func restoring(r *running) []string {
 	var out []string
 	for _, ts := range r.app.Status().Tasks {
-		if ts.Role == roleLearner && ts.Lag > 0 {
+		if ts.Role == "learner" && ts.Lag > 0 {
 			out = append(out, ts.ID)
 		}
 	}

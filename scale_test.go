@@ -96,7 +96,7 @@ func owners(apps ...*running) (map[string]string, bool) {
 	out := map[string]string{}
 	for _, r := range apps {
 		for _, t := range r.app.Status().Tasks {
-			if t.Role == roleActive {
+			if t.Role == "active" {
 				out[t.ID] = r.app.InstanceID()
 			}
 		}
@@ -127,7 +127,7 @@ func balanced(apps ...*running) bool {
 			return false
 		}
 		for _, t := range r.app.Status().Tasks {
-			if t.Role == roleLearner {
+			if t.Role == "learner" {
 				return false
 			}
 		}
@@ -274,7 +274,7 @@ func TestCrash(t *testing.T) {
 					n := 0
 					for _, r := range []*running{a, b, c} {
 						for _, ts := range r.app.Status().Tasks {
-							if ts.Role == roleStandby && ts.Lag <= 10 {
+							if ts.Role == "standby" && ts.Lag <= 10 {
 								n++
 							}
 						}

@@ -77,7 +77,7 @@ func runBriefly(t *testing.T, brokers []string, opts ...Option) (string, error) 
 		}
 		active := 0
 		for _, ts := range app.Status().Tasks {
-			if ts.Role == roleActive {
+			if ts.Role == "active" {
 				active++
 			}
 		}

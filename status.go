@@ -2,12 +2,17 @@ package baton
 
 import (
 	"sort"
+	"sync/atomic"
+
+	"github.com/baton-streams/baton/lifecycle"
 )
 
-// taskView is a task as Status shows it: the role copied when published.
+// taskView is a task as Status shows it, as the loop last published it.
 type taskView struct {
-	t    *task
-	role string
+	id        string
+	role      lifecycle.Role
+	lag       int64
+	processed *atomic.Int64 // nil for a task not open yet
 }
 
 // Status returns a snapshot of the instance. Safe to call at any time from
@@ -23,11 +28,11 @@ func (a *App) Status() Status {
 	// may run inside a rebalance while the loop holds the lock.
 	if view := a.view.Load(); view != nil {
 		for _, v := range *view {
-			lag := int64(0)
-			if v.t.stateful() {
-				lag = v.t.lag.Load()
+			ts := TaskStatus{ID: v.id, Role: v.role.String(), Lag: v.lag}
+			if v.processed != nil {
+				ts.Processed = v.processed.Load()
 			}
-			st.Tasks = append(st.Tasks, TaskStatus{ID: v.t.id, Role: v.role, Lag: lag, Processed: v.t.processed.Load()})
+			st.Tasks = append(st.Tasks, ts)
 		}
 	}
 	sort.Slice(st.Tasks, func(i, j int) bool { return st.Tasks[i].ID < st.Tasks[j].ID })

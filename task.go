@@ -2,40 +2,31 @@ package baton
 
 import (
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/baton-streams/baton/lifecycle"
 	"github.com/baton-streams/baton/state"
 	"github.com/baton-streams/baton/topology"
 )
 
-// Roles of a task on this instance.
-const (
-	roleActive  = "active"
-	roleStandby = "standby"
-	roleLearner = "learner"
-)
-
-// task is one task on this instance. The run loop owns it; while a batch of
-// its records is being processed, the worker it is pinned to owns the
-// processing fields (proc, stores' pending writes, offsets).
+// task is the runtime half of one task on this instance (its decisions
+// are the instance core's). The loop owns it; while a batch of its records
+// is being processed, the worker it is pinned to owns the processing
+// fields (proc, stores' pending writes, offsets).
 type task struct {
 	id      string
 	sub     topology.Subtopology
 	part    int32
-	role    string
 	stores  map[string]*taskStore // open stores, by name
 	proc    topology.Processor
 	worker  int
 	ctx     *taskContext
 	offsets map[string]kgo.EpochOffset // input topic -> next offset to commit
-	life    lifecycle.State
-	ready   bool // learner: readiness reported
+	active  bool                       // its processor exists
+	reading bool                       // the restore client reads its changelogs
 
 	// Handover figures.
 	assignedAt time.Time
@@ -45,13 +36,7 @@ type task struct {
 	lastAt     time.Time // when the last record was processed
 
 	processed atomic.Int64
-	lag       atomic.Int64
 }
-
-func (t *task) stateful() bool { return len(t.sub.Stores) > 0 }
-
-// running reports whether the task is active and processing.
-func (t *task) running() bool { return t.life.Phase == lifecycle.Running }
 
 // taskStore is one store of a task: the local state.Store plus, while
 // active, the writes not yet applied (they wait for the changelog's
@@ -62,18 +47,15 @@ type taskStore struct {
 	st        state.Store
 	// checkpoint is the next changelog offset the store's data lacks.
 	checkpoint int64
-	// end is the changelog end offset known (high watermark).
-	end int64
-	// endKnown says whether the cluster has told end: until it has, the
-	// store cannot be known to be caught up (a fresh store's end of 0
-	// would say it is).
-	endKnown bool
 
 	pending map[string]pendingWrite
+	// last is the last changelog record of the pending writes; sealed
+	// holds earlier writes waiting for their commit (at-least-once).
+	last   *kgo.Record
+	sealed []sealed
 	// acked is the next offset after the highest changelog write the
 	// cluster acknowledged; written from produce callbacks.
-	acked   atomic.Int64
-	written atomic.Int64 // changelog writes in flight or done since last apply
+	acked atomic.Int64
 	// inDoubt, under exactly-once, is acked when a transaction with
 	// writes to this store was rolled back: its outcome is known once the
 	// changelog's last stable offset passes it (see catchUpStores).
@@ -83,19 +65,6 @@ type taskStore struct {
 type pendingWrite struct {
 	value []byte // nil: delete
 }
-
-// lag is how far the store is behind its changelog; unknownLag while the
-// changelog's end is not known.
-func (s *taskStore) lag() int64 {
-	if !s.endKnown {
-		return unknownLag
-	}
-	return max(0, s.end-s.checkpoint)
-}
-
-// unknownLag is the lag of a store whose changelog end could not be
-// listed yet: behind by an unknown amount, never caught up.
-const unknownLag = math.MaxInt64
 
 // applyChangelog applies changelog records at or past the checkpoint to
 // the store, in one batch with the new checkpoint, and returns how far
@@ -123,7 +92,7 @@ func (s *taskStore) applyChangelog(recs []*kgo.Record) (int64, error) {
 	if err := s.st.Apply(b, next); err != nil {
 		return 0, fmt.Errorf("applying up to changelog offset %d: %w", next, err)
 	}
-	s.checkpoint, s.end = next, max(s.end, next)
+	s.checkpoint = next
 	s.acked.Store(next)
 	return n, nil
 }
@@ -174,6 +143,11 @@ func (v *storeView) Get(key []byte) ([]byte, bool, error) {
 	if w, ok := v.s.pending[string(key)]; ok {
 		return w.value, w.value != nil, nil
 	}
+	for i := len(v.s.sealed) - 1; i >= 0; i-- {
+		if w, ok := v.s.sealed[i].writes[string(key)]; ok {
+			return w.value, w.value != nil, nil
+		}
+	}
 	return v.s.st.Get(key)
 }
 
@@ -193,8 +167,8 @@ func (v *storeView) write(key, value []byte) error {
 	}
 	v.s.pending[string(k)] = pendingWrite{value: value}
 	s := v.s
-	s.written.Add(1)
 	rec := &kgo.Record{Topic: s.changelog, Partition: v.c.t.part, Key: k, Value: value}
+	s.last = rec
 	v.c.a.produce(rec, func(r *kgo.Record, err error) {
 		if err != nil {
 			v.c.a.fail(fmt.Errorf("baton: task %s: changelog write to %s[%d]: %w", v.c.t.id, r.Topic, r.Partition, err))
@@ -276,25 +250,10 @@ func (a *App) process(t *task, recs []*kgo.Record) error {
 	}
 	if len(recs) > 0 {
 		t.lastAt = time.Now()
-		a.txnProcessed.Add(int64(len(recs)))
+		if txn, ok := a.commit.(*transactional); ok {
+			txn.processed.Add(int64(len(recs)))
+		}
 	}
 	a.metrics.processed.WithLabelValues(t.id).Add(float64(len(recs)))
 	return nil
-}
-
-// pinWorker picks the worker with the fewest tasks for a new active task.
-func (a *App) pinWorkerLocked() int {
-	counts := make([]int, len(a.workers))
-	for _, t := range a.tasks {
-		if t.role == roleActive {
-			counts[t.worker]++
-		}
-	}
-	best := 0
-	for i, c := range counts {
-		if c < counts[best] {
-			best = i
-		}
-	}
-	return best
 }

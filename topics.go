@@ -235,11 +235,11 @@ func (a *App) prepareTopics(ctx context.Context) error {
 	if err := a.checkPolicies(cctx, existing); err != nil {
 		return err
 	}
-	a.mu.Lock()
+	a.partsMu.Lock()
 	for t, d := range details {
 		a.topicParts[t] = int32(len(d.Partitions))
 	}
-	a.mu.Unlock()
+	a.partsMu.Unlock()
 	return nil
 }
 

@@ -56,6 +56,12 @@ func (p Phase) String() string {
 type State struct {
 	Role  Role
 	Phase Phase
+	// Ready says a learner is within the acceptable lag. Readiness can be
+	// lost (FellBehind: the owner wrote faster than the learner read) and
+	// regained (CaughtUp again), and each time it is regained the learner
+	// asks for a rebalance: the leader reads its lag at the join, so a
+	// readiness lost before that read must be reported again.
+	Ready bool
 }
 
 // Event is something that happened to the task.
@@ -78,10 +84,12 @@ const (
 	// CaughtUp: the stores reached the changelog end (within the
 	// acceptable lag for a learner).
 	CaughtUp
+	// FellBehind: a ready learner's lag rose past the acceptable lag.
+	FellBehind
 )
 
 func (e Event) String() string {
-	return [...]string{"assign-active", "assign-standby", "assign-learner", "unassign", "revoke", "lose", "caught-up"}[e]
+	return [...]string{"assign-active", "assign-standby", "assign-learner", "unassign", "revoke", "lose", "caught-up", "fell-behind"}[e]
 }
 
 // Effect is an action for the runtime.
@@ -130,15 +138,15 @@ func Step(s State, ev Event, stateful, caughtUp bool) (State, []Effect, error) {
 	case AssignActive:
 		switch {
 		case s.Phase == Closed && !stateful:
-			return State{Active, Running}, []Effect{StartProcessor}, nil
+			return State{Role: Active, Phase: Running}, []Effect{StartProcessor}, nil
 		case s.Phase == Closed:
-			return State{Active, Restoring}, []Effect{OpenStores, StartProcessor, PauseInput, StartReading}, nil
+			return State{Role: Active, Phase: Restoring}, []Effect{OpenStores, StartProcessor, PauseInput, StartReading}, nil
 		case s.Phase == Replicating && caughtUp:
 			// A warm promotion: the stores stay open, nothing is re-read.
-			return State{Active, Running}, []Effect{StopReading, StartProcessor}, nil
+			return State{Role: Active, Phase: Running}, []Effect{StopReading, StartProcessor}, nil
 		case s.Phase == Replicating:
 			// Still behind: keep reading the tail with input paused.
-			return State{Active, Restoring}, []Effect{StartProcessor, PauseInput}, nil
+			return State{Role: Active, Phase: Restoring}, []Effect{StartProcessor, PauseInput}, nil
 		}
 		return bad()
 	case AssignStandby, AssignLearner:
@@ -150,16 +158,17 @@ func Step(s State, ev Event, stateful, caughtUp bool) (State, []Effect, error) {
 		case !stateful:
 			return bad()
 		case s.Phase == Closed:
-			return State{role, Replicating}, []Effect{OpenStores, StartReading}, nil
+			return State{Role: role, Phase: Replicating}, []Effect{OpenStores, StartReading}, nil
 		case s.Phase == Replicating:
-			return State{role, Replicating}, nil, nil // standby <-> learner: same work
+			// Standby <-> learner: same work. Readiness is a learner's.
+			return State{Role: role, Phase: Replicating, Ready: s.Ready && role == Learner}, nil, nil
 		}
 		return bad()
 	case Unassign:
 		if s.Phase != Replicating {
 			return bad()
 		}
-		return State{None, Closed}, []Effect{StopReading, CloseStores}, nil
+		return State{Role: None, Phase: Closed}, []Effect{StopReading, CloseStores}, nil
 	case Revoke, Lose:
 		var fx []Effect
 		switch s.Phase {
@@ -177,17 +186,24 @@ func Step(s State, ev Event, stateful, caughtUp bool) (State, []Effect, error) {
 		if stateful {
 			fx = append(fx, CloseStores)
 		}
-		return State{None, Closed}, fx, nil
+		return State{Role: None, Phase: Closed}, fx, nil
 	case CaughtUp:
 		switch {
 		case s.Phase == Restoring:
-			return State{Active, Running}, []Effect{StopReading, ResumeInput}, nil
-		case s.Phase == Replicating && s.Role == Learner:
+			return State{Role: Active, Phase: Running}, []Effect{StopReading, ResumeInput}, nil
+		case s.Phase == Replicating && s.Role == Learner && !s.Ready:
+			s.Ready = true
 			return s, []Effect{ReportReady}, nil
 		case s.Phase == Replicating:
 			return s, nil, nil
 		}
 		return bad()
+	case FellBehind:
+		if s.Phase != Replicating {
+			return bad()
+		}
+		s.Ready = false
+		return s, nil, nil
 	}
 	return bad()
 }

@@ -13,7 +13,7 @@ func TestWarmPromotionKeepsStores(t *testing.T) {
 			t.Fatalf("%s: %v %v %v", role, s, fx, err)
 		}
 		s, fx, err = Step(s, AssignActive, true, true)
-		if err != nil || s != (State{Active, Running}) {
+		if err != nil || s != (State{Role: Active, Phase: Running}) {
 			t.Fatalf("promotion: %v %v", s, err)
 		}
 		if slices.Contains(fx, OpenStores) || slices.Contains(fx, StartReading) || slices.Contains(fx, CloseStores) {
@@ -34,7 +34,7 @@ func TestColdActiveRestoresBeforeProcessing(t *testing.T) {
 }
 
 func TestRevokeCommitsLoseDoesNot(t *testing.T) {
-	running := State{Active, Running}
+	running := State{Role: Active, Phase: Running}
 	_, fx, _ := Step(running, Revoke, true, false)
 	if !slices.Equal(fx, []Effect{Commit, CloseStores}) {
 		t.Errorf("revoke: %v, want commit then close", fx)
@@ -43,7 +43,7 @@ func TestRevokeCommitsLoseDoesNot(t *testing.T) {
 	if slices.Contains(fx, Commit) {
 		t.Errorf("lose must not commit: %v", fx)
 	}
-	_, fx, _ = Step(State{Active, Restoring}, Revoke, true, false)
+	_, fx, _ = Step(State{Role: Active, Phase: Restoring}, Revoke, true, false)
 	if slices.Contains(fx, Commit) || !slices.Contains(fx, StopReading) {
 		t.Errorf("revoking a restoring task: %v", fx)
 	}
@@ -137,5 +137,31 @@ func TestRandomWalk(t *testing.T) {
 				t.Fatalf("run %d: restoring without paused input and a reader", run)
 			}
 		}
+	}
+}
+
+// TestLearnerReadinessLostAndRegained: a learner that fell behind after
+// reporting ready reports ready again when it catches up, so the leader
+// gets another chance to move the task; a learner that stays ready does
+// not ask twice.
+func TestLearnerReadinessLostAndRegained(t *testing.T) {
+	s, _, _ := Step(State{}, AssignLearner, true, false)
+	s, fx, _ := Step(s, CaughtUp, true, true)
+	if !s.Ready || !slices.Equal(fx, []Effect{ReportReady}) {
+		t.Fatalf("caught up: %v %v", s, fx)
+	}
+	if _, fx, _ := Step(s, CaughtUp, true, true); len(fx) != 0 {
+		t.Errorf("a learner already ready must not ask again: %v", fx)
+	}
+	s, fx, err := Step(s, FellBehind, true, false)
+	if err != nil || s.Ready || len(fx) != 0 {
+		t.Fatalf("fell behind: %v %v %v", s, fx, err)
+	}
+	s, fx, _ = Step(s, CaughtUp, true, true)
+	if !s.Ready || !slices.Equal(fx, []Effect{ReportReady}) {
+		t.Errorf("readiness regained must be reported again: %v %v", s, fx)
+	}
+	if s, _, _ = Step(s, AssignStandby, true, false); s.Ready {
+		t.Errorf("a standby is never ready: %v", s)
 	}
 }

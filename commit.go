@@ -1,0 +1,336 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/baton-streams/baton/instance"
+	"github.com/baton-streams/baton/state"
+)
+
+// committer makes processed work durable. There are two: at-least-once
+// (atLeastOnce) and transactional (transactional). Each owns its state;
+// the loop calls every method but produce, which workers call while
+// processing. A commit runs on the committer's own goroutine and reports
+// back on the loop's commits channel; done turns that report into the
+// core's CommitDone.
+type committer interface {
+	// produce sends a record the processing of a task wrote.
+	produce(r *kgo.Record, promise func(*kgo.Record, error))
+	// begin starts commit seq of the tasks' work (final: a revoke or the
+	// end waits for it).
+	begin(seq int, tasks []*task, final bool)
+	// exclusive reports whether processing must wait (a transaction is
+	// committing: every record processed belongs to the open one).
+	exclusive() bool
+	// done finishes a commit on the loop: the stores get the writes the
+	// commit made durable.
+	done(r commitResult) instance.CommitDone
+	// lost: the member's partitions were lost; nothing open may commit.
+	lost()
+	// final commits the tasks' work and waits, at the end of Run.
+	final(ctx context.Context, tasks []*task) error
+	// abort gives up what is not committed, when Run fails.
+	abort()
+}
+
+// commitResult is a commit's outcome, from the committer's goroutine.
+type commitResult struct {
+	seq   int
+	epoch uint64
+	err   error
+	// Transactions: the transaction committed (its writes apply to the
+	// stores), or was rolled back (aborted: the input rewinds).
+	committed bool
+	aborted   bool
+}
+
+// finalSeq is the sequence number of the final commit (never the core's).
+const finalSeq = -1
+
+// waitFinal begins the final commit and waits for it, finishing the
+// commits before it on the way.
+func (a *App) waitFinal(ctx context.Context, c committer, tasks []*task) error {
+	c.begin(finalSeq, tasks, true)
+	for {
+		select {
+		case r := <-a.ch.commits:
+			cd := c.done(r)
+			if r.seq == finalSeq {
+				return r.err
+			}
+			if a.shell != nil {
+				a.shell.core.Step(cd) // its effects are moot: the loop is ending
+				a.shell.core.Ready()
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("baton: final commit: %w", ctx.Err())
+		}
+	}
+}
+
+// acks counts produced records not yet acknowledged, by epoch: a commit
+// cuts an epoch and waits until every record of it and of the epochs
+// before is acknowledged, while processing goes on in the next.
+type acks struct {
+	mu       sync.Mutex
+	cond     *sync.Cond
+	epoch    uint64
+	inflight map[uint64]int
+}
+
+func newAcks() *acks {
+	k := &acks{inflight: map[uint64]int{}}
+	k.cond = sync.NewCond(&k.mu)
+	return k
+}
+
+func (k *acks) add() uint64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.inflight[k.epoch]++
+	return k.epoch
+}
+
+func (k *acks) done(e uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.inflight[e]--; k.inflight[e] <= 0 {
+		delete(k.inflight, e)
+	}
+	k.cond.Broadcast()
+}
+
+// cut ends the current epoch and returns it.
+func (k *acks) cut() uint64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.epoch++
+	return k.epoch - 1
+}
+
+// wait returns once no record of epoch e or before is in flight.
+func (k *acks) wait(ctx context.Context, e uint64) error {
+	stop := context.AfterFunc(ctx, func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		k.cond.Broadcast()
+	})
+	defer stop()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		busy := false
+		for x := range k.inflight {
+			if x <= e {
+				busy = true
+				break
+			}
+		}
+		if !busy {
+			return nil
+		}
+		k.cond.Wait()
+	}
+}
+
+// atLeastOnce commits input offsets after the changelog and output writes
+// they depend on are acknowledged. Commits are pipelined: begin seals each
+// store's pending writes with the epoch it cuts and returns; processing
+// goes on while the committer waits for the epoch's acknowledgements and
+// commits the offsets; done then applies the sealed writes to the stores
+// at the acknowledged changelog offsets.
+type atLeastOnce struct {
+	a    *App
+	acks *acks
+	jobs chan aloJob
+}
+
+type aloJob struct {
+	seq     int
+	epoch   uint64
+	offsets map[string]map[int32]kgo.EpochOffset
+}
+
+func newAtLeastOnce(a *App) *atLeastOnce {
+	c := &atLeastOnce{a: a, acks: newAcks(), jobs: make(chan aloJob, 64)}
+	return c
+}
+
+// run is the committer's goroutine.
+func (c *atLeastOnce) run(ctx context.Context) {
+	a := c.a
+	for {
+		var j aloJob
+		select {
+		case <-ctx.Done():
+			return
+		case j = <-c.jobs:
+		}
+		start := time.Now()
+		r := commitResult{seq: j.seq, epoch: j.epoch}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		r.err = c.acks.wait(wctx, j.epoch)
+		cancel()
+		if r.err == nil && len(j.offsets) > 0 {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			a.group.CommitOffsetsSync(cctx, j.offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+				r.err = offsetCommitErr(resp, err)
+			})
+			cancel()
+			a.purger.committed(j.offsets, r.err)
+			r.committed = r.err == nil
+		}
+		a.metrics.commitSeconds.Observe(time.Since(start).Seconds())
+		select {
+		case a.ch.commits <- r:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (c *atLeastOnce) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
+	e := c.acks.add()
+	c.a.group.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+		promise(r, err)
+		c.acks.done(e)
+	})
+}
+
+func (c *atLeastOnce) begin(seq int, tasks []*task, _ bool) {
+	epoch := c.acks.cut()
+	for _, t := range tasks {
+		for _, s := range t.stores {
+			s.seal(epoch)
+		}
+	}
+	c.jobs <- aloJob{seq: seq, epoch: epoch, offsets: inputOffsets(tasks)}
+}
+
+func (c *atLeastOnce) exclusive() bool { return false }
+
+func (c *atLeastOnce) done(r commitResult) instance.CommitDone {
+	a := c.a
+	cd := instance.CommitDone{Seq: r.seq, Checkpoints: map[string]map[string]int64{}}
+	if r.err != nil {
+		cd.Err = r.err.Error()
+	}
+	if r.err != nil && !r.committed && errors.Is(r.err, context.Canceled) {
+		return cd // the acknowledgements never came: nothing is durable
+	}
+	for id, t := range a.tasks {
+		for _, s := range t.stores {
+			applied, err := s.applySealed(r.epoch)
+			if err != nil {
+				a.fail(fmt.Errorf("baton: task %s store %s: %w", id, s.name, err))
+				return cd
+			}
+			if applied {
+				if cd.Checkpoints[id] == nil {
+					cd.Checkpoints[id] = map[string]int64{}
+				}
+				cd.Checkpoints[id][s.name] = s.checkpoint
+			}
+		}
+	}
+	return cd
+}
+
+func (c *atLeastOnce) lost() {}
+
+func (c *atLeastOnce) final(ctx context.Context, tasks []*task) error {
+	return c.a.waitFinal(ctx, c, tasks)
+}
+
+func (c *atLeastOnce) abort() {}
+
+// sealed is a store's writes of one commit epoch, waiting for their
+// acknowledgement; last is the last changelog record among them.
+type sealed struct {
+	epoch  uint64
+	writes map[string]pendingWrite
+	last   *kgo.Record
+}
+
+// seal moves the store's pending writes into the commit of epoch.
+func (s *taskStore) seal(epoch uint64) {
+	if len(s.pending) == 0 {
+		return
+	}
+	s.sealed = append(s.sealed, sealed{epoch: epoch, writes: s.pending, last: s.last})
+	s.pending, s.last = map[string]pendingWrite{}, nil
+}
+
+// applySealed applies the sealed writes of epochs up to e, each at the
+// changelog offset after its last record.
+func (s *taskStore) applySealed(e uint64) (bool, error) {
+	applied := false
+	for len(s.sealed) > 0 && s.sealed[0].epoch <= e {
+		w := s.sealed[0]
+		cp := w.last.Offset + 1
+		if err := s.apply(w.writes, cp); err != nil {
+			return applied, err
+		}
+		s.sealed = s.sealed[1:]
+		applied = true
+	}
+	return applied, nil
+}
+
+// apply writes a set of writes with checkpoint cp in one batch.
+func (s *taskStore) apply(writes map[string]pendingWrite, cp int64) error {
+	b := &state.Batch{}
+	for k, w := range writes {
+		if w.value == nil {
+			b.Delete([]byte(k))
+		} else {
+			b.Put([]byte(k), w.value)
+		}
+	}
+	cp = max(cp, s.checkpoint)
+	if err := s.st.Apply(b, cp); err != nil {
+		return fmt.Errorf("applying at changelog offset %d: %w", cp, err)
+	}
+	s.checkpoint = cp
+	return nil
+}
+
+// inputOffsets are the next input offsets to commit for tasks, by topic
+// and partition.
+func inputOffsets(tasks []*task) map[string]map[int32]kgo.EpochOffset {
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for _, t := range tasks {
+		for topic, eo := range t.offsets {
+			if offsets[topic] == nil {
+				offsets[topic] = map[int32]kgo.EpochOffset{}
+			}
+			offsets[topic][t.part] = eo
+		}
+	}
+	return offsets
+}
+
+func offsetCommitErr(resp *kmsg.OffsetCommitResponse, err error) error {
+	if err != nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if e := kerr.ErrorForCode(p.ErrorCode); e != nil {
+				return fmt.Errorf("committing %s[%d]: %w", t.Topic, p.Partition, e)
+			}
+		}
+	}
+	return nil
+}

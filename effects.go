@@ -1,0 +1,486 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/instance"
+	"github.com/baton-streams/baton/lifecycle"
+	"github.com/baton-streams/baton/member"
+	"github.com/baton-streams/baton/protocol"
+	"github.com/baton-streams/baton/state"
+	"github.com/baton-streams/baton/topology"
+)
+
+// openStores opens a task's stores and reads their checkpoints, then its
+// changelogs' start and end offsets: a store whose checkpoint is before
+// the changelog's start (records it lacks are gone) or past its end (the
+// changelog was recreated) is wiped to restore from scratch. It runs off
+// the loop. The ends it could not read are missing from the answer.
+func (a *App) openStores(ctx context.Context, id string, part int32, specs []topology.StoreSpec) (map[string]*taskStore, map[string]int64, error) {
+	stores := map[string]*taskStore{}
+	closeAll := func() {
+		for _, s := range stores {
+			s.st.Close()
+		}
+	}
+	for _, spec := range specs {
+		var st state.Store
+		var err error
+		if a.cfg.memoryState {
+			st = state.NewMemory(spec.Name)
+		} else if st, err = state.OpenOrWipe(a.cfg.stateDir, id, spec.Name, a.log); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		s := &taskStore{name: spec.Name, changelog: spec.Changelog, st: st, pending: map[string]pendingWrite{}}
+		cp, has, err := st.Checkpoint()
+		if err != nil {
+			st.Close()
+			closeAll()
+			return nil, nil, fmt.Errorf("baton: task %s store %s: reading checkpoint: %w", id, spec.Name, err)
+		}
+		if has {
+			s.checkpoint = cp
+		}
+		s.acked.Store(s.checkpoint)
+		stores[spec.Name] = s
+	}
+	if len(stores) == 0 {
+		return stores, map[string]int64{}, nil
+	}
+	var topics []string
+	for _, s := range stores {
+		topics = append(topics, s.changelog)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ends := map[string]int64{}
+	listed, err := a.admin.ListEndOffsets(cctx, topics...)
+	if err != nil {
+		a.log.Warn("listing changelog end offsets", "task", id, "err", err)
+	}
+	starts, serr := a.admin.ListStartOffsets(cctx, topics...)
+	if serr != nil {
+		a.log.Warn("listing changelog start offsets", "task", id, "err", serr)
+	}
+	for _, s := range stores {
+		wipe := func(why string, args ...any) {
+			a.log.Warn(why, append([]any{"task", id, "store", s.name, "checkpoint", s.checkpoint}, args...)...)
+			if werr := s.st.Wipe(); werr != nil {
+				a.log.Warn("wiping store", "task", id, "err", werr)
+			}
+			s.checkpoint = 0
+			s.acked.Store(0)
+		}
+		if o, ok := starts.Lookup(s.changelog, part); serr == nil && ok && o.Err == nil && s.checkpoint > 0 && s.checkpoint < o.Offset {
+			wipe("local state is behind its changelog's start; wiping it and restoring", "changelog_start", o.Offset)
+		}
+		o, ok := listed.Lookup(s.changelog, part)
+		if err != nil || !ok || o.Err != nil {
+			continue // unknown: the core reads it again
+		}
+		if s.checkpoint > o.Offset {
+			wipe("local state is ahead of its changelog; wiping it", "end", o.Offset)
+		}
+		ends[s.name] = o.Offset
+	}
+	return stores, ends, nil
+}
+
+// closeTask closes a task's stores in the background: closing a large
+// Pebble store flushes it, which must not pause the other tasks. Opening
+// the task's stores again waits for the close; Run waits for every close
+// before it returns.
+func (a *App) closeTask(t *task) {
+	t.active, t.proc = false, nil
+	if len(t.stores) == 0 {
+		return
+	}
+	stores := t.stores
+	t.stores = map[string]*taskStore{}
+	done := make(chan struct{})
+	prev := a.closing[t.id]
+	a.closing[t.id] = done
+	a.closers.Add(1)
+	go func() {
+		defer a.closers.Done()
+		defer close(done)
+		if prev != nil {
+			<-prev // one close at a time per task
+		}
+		for name, s := range stores {
+			if err := s.st.Close(); err != nil {
+				a.log.Warn("closing store", "task", t.id, "store", name, "err", err)
+			}
+		}
+	}()
+}
+
+// readEndsAsync reads the changelog end offsets of the tasks' stores off
+// the loop; the answer comes back as Ends.
+func (a *App) readEndsAsync(seq int, ids []string) {
+	keys := map[string]map[int32][]instance.Key{}
+	var topics []string
+	for _, id := range ids {
+		subID, part, err := topology.ParseTaskID(id)
+		if err != nil {
+			continue
+		}
+		for _, st := range a.subs[subID].Stores {
+			if keys[st.Changelog] == nil {
+				keys[st.Changelog] = map[int32][]instance.Key{}
+				topics = append(topics, st.Changelog)
+			}
+			keys[st.Changelog][part] = append(keys[st.Changelog][part], instance.Key{Task: id, Store: st.Name})
+		}
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(a.runCtx, 5*time.Second)
+		defer cancel()
+		out := instance.Ends{Seq: seq, Ends: map[instance.Key]int64{}}
+		listed, err := a.admin.ListEndOffsets(ctx, topics...)
+		for topic, parts := range keys {
+			for p, ks := range parts {
+				o, ok := listed.Lookup(topic, p)
+				for _, k := range ks {
+					if err == nil && ok && o.Err == nil {
+						out.Ends[k] = o.Offset
+					} else {
+						out.Failed = append(out.Failed, k)
+					}
+				}
+			}
+		}
+		select {
+		case a.ch.ends <- out:
+		case <-a.ch.done:
+		}
+	}()
+}
+
+// publish replaces what Subscription, Status and the metrics report.
+func (a *App) publish(s *instance.Snapshot) {
+	a.snapshot.Store(s)
+	a.leaving.Store(s.Leaving)
+	view := make([]taskView, 0, len(s.Tasks))
+	a.metrics.lag.Reset() // series of tasks gone from here disappear
+	a.metrics.learners.Set(float64(len(s.Learner)))
+	for _, tv := range s.Tasks {
+		v := taskView{id: tv.ID, role: tv.State.Role, lag: tv.Lag}
+		if t, ok := a.tasks[tv.ID]; ok {
+			v.processed = &t.processed
+		}
+		view = append(view, v)
+		a.metrics.lag.WithLabelValues(tv.ID, tv.State.Role.String()).Set(float64(tv.Lag))
+	}
+	a.view.Store(&view)
+}
+
+// notify logs a note of the core, counts it and tells the listener.
+func (a *App) notify(n instance.Note) {
+	t := a.tasks[n.Task]
+	switch n.Kind {
+	case instance.NoteStandby, instance.NoteLearner:
+		kind, role := EventStandby, "standby"
+		if n.Kind == instance.NoteLearner {
+			kind, role = EventLearner, "learner"
+		}
+		a.emit(Event{Kind: kind, Task: n.Task, Lag: n.Lag})
+		a.log.Info("warming a copy", "task", n.Task, "role", role, "lag", lagText(n.Lag))
+	case instance.NoteLearnerReady:
+		a.log.Info("learner ready", "task", n.Task, "lag", n.Lag)
+		a.emit(Event{Kind: EventLearnerReady, Task: n.Task, Lag: n.Lag})
+	case instance.NoteFellBehind:
+		a.log.Info("learner fell behind; not ready until it catches up", "task", n.Task, "lag", n.Lag)
+	case instance.NoteAssigned:
+		a.log.Info("task assigned", "task", n.Task, "state", n.Detail, "lag", lagText(n.Lag))
+		a.emit(Event{Kind: EventAssigned, Task: n.Task, Lag: n.Lag, Detail: n.Detail})
+	case instance.NoteRestored:
+		if t != nil {
+			a.log.Info("restored; processing", "task", n.Task, "replayed", t.replayed, "took", time.Since(t.assignedAt).Round(time.Millisecond))
+			a.emit(Event{Kind: EventRestored, Task: n.Task, Replayed: t.replayed})
+			a.metrics.replayed.Add(float64(t.replayed))
+		}
+	case instance.NoteRevoked:
+		if t != nil {
+			if !t.lastAt.IsZero() {
+				a.emit(Event{Time: t.lastAt, Kind: EventLastRecord, Task: t.id, Record: t.lastRecord})
+			}
+			a.log.Info("task revoked", "task", t.id, "processed", t.processed.Load())
+		}
+		a.emit(Event{Kind: EventRevoked, Task: n.Task})
+	case instance.NoteLost:
+		a.log.Warn("task lost", "task", n.Task)
+	case instance.NoteCommitFailed:
+		a.log.Warn("commit failed; the next one retries, and a revoked task's next owner replays from the last commit", "err", n.Detail)
+	case instance.NoteCannotStart:
+		a.log.Warn("cannot start task", "task", n.Task, "err", n.Detail)
+	case instance.NoteEndUnknown:
+		a.log.Debug("changelog end offset unknown; lag unknown", "task", n.Task, "store", n.Detail)
+	case instance.NoteLeaving:
+		a.log.Info("draining: asking the group to move this instance's tasks", "timeout", a.cfg.drainTimeout)
+		a.emit(Event{Kind: EventLeaving})
+	case instance.NoteLeaveEarly:
+		a.log.Warn("leaving before every task moved", "active", n.Count, "why", n.Detail)
+	}
+}
+
+func lagText(l int64) any {
+	if l == instance.UnknownLag {
+		return "unknown"
+	}
+	return l
+}
+
+// abort stops after an error without committing anything more.
+func (a *App) abort(err error) error {
+	a.commit.abort()
+	a.closeAll()
+	a.log.Error("stopping", "err", err)
+	return err
+}
+
+func (a *App) closeAll() {
+	for id, t := range a.tasks {
+		a.closeTask(t)
+		delete(a.tasks, id)
+	}
+	a.view.Store(&[]taskView{})
+}
+
+// leave commits everything and leaves the group, within 10 s in all.
+func (a *App) leave(active []*task) error {
+	ctx, cancel := context.WithTimeout(a.runCtx, 10*time.Second)
+	defer cancel()
+	if err := a.commit.final(ctx, active); err != nil {
+		a.log.Warn("final commit", "err", err)
+	}
+	// Callbacks the client calls while leaving find the loop gone, and
+	// a poll the loop will not take must not hold the leave up.
+	a.closeAll()
+	a.stopPolling()
+	if err := a.group.LeaveGroupContext(ctx); err != nil {
+		a.log.Warn("leaving the group", "err", err)
+	}
+	if a.cfg.staticMember {
+		// The client does not leave for a static member (it expects it
+		// back): a drained instance leaves by its instance id, so the
+		// group does not wait a session timeout to rebalance.
+		resp, err := a.admin.LeaveGroup(ctx, kadm.LeaveGroup(a.cfg.appID).InstanceIDs(a.cfg.instanceID).Reason("baton: drained"))
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil && !errors.Is(err, kerr.UnknownMemberID) { // the client left already
+			a.log.Warn("leaving the group", "err", err)
+		}
+	}
+	a.log.Info("left the group")
+	return nil
+}
+
+// stopForRestart commits what was processed and closes the tasks without
+// leaving the group: the group keeps this static member's tasks for it
+// until the session timeout.
+func (a *App) stopForRestart(active []*task) error {
+	ctx, cancel := context.WithTimeout(a.runCtx, 10*time.Second)
+	defer cancel()
+	if err := a.commit.final(ctx, active); err != nil {
+		a.log.Warn("final commit before the restart", "err", err)
+	}
+	a.closeAll()
+	a.log.Info("stopped for a restart: still a member of the group until the session timeout", "session_timeout", a.cfg.session)
+	return nil
+}
+
+// pinWorker picks the worker with the fewest active tasks.
+func (a *App) pinWorker() int {
+	counts := make([]int, len(a.workers))
+	for _, t := range a.tasks {
+		if t.active {
+			counts[t.worker]++
+		}
+	}
+	best := 0
+	for i, c := range counts {
+		if c < counts[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+func (a *App) sourcePartitions(t *task) map[string][]int32 {
+	out := map[string][]int32{}
+	for _, s := range t.sub.Sources {
+		out[s] = []int32{t.part}
+	}
+	return out
+}
+
+// tasksOfPartitions maps partitions of source topics to task ids.
+func (a *App) tasksOfPartitions(parts map[string][]int32) []string {
+	var out []string
+	for topic, ps := range parts {
+		if sid, ok := a.bySource[topic]; ok {
+			for _, p := range ps {
+				out = append(out, topology.TaskID(sid, p))
+			}
+		}
+	}
+	return out
+}
+
+// onAssigned, onRevoked and onLost hand the partitions to the loop and
+// wait until it has started, committed and closed, or dropped the tasks.
+func (a *App) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	ids := a.tasksOfPartitions(assigned)
+	a.txnMember.Store(a.memberID())
+	a.post(func(id int) instance.Input { return instance.Assigned{Tasks: ids, Request: id} })
+}
+
+func (a *App) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	ids := a.tasksOfPartitions(revoked)
+	if len(ids) == 0 {
+		return
+	}
+	a.post(func(id int) instance.Input { return instance.Revoked{Tasks: ids, Request: id} })
+}
+
+func (a *App) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	ids := a.tasksOfPartitions(lost)
+	a.post(func(id int) instance.Input {
+		a.commit.lost()
+		return instance.Lost{Tasks: ids, Request: id}
+	})
+}
+
+func (a *App) memberID() string {
+	id, _ := a.group.GroupMetadata()
+	return id
+}
+
+// self is the App as the balancer sees it.
+type self App
+
+func (s *self) Subscription(owned map[string][]int32) protocol.Subscription {
+	a := (*App)(s)
+	a.joinedAt.Store(time.Now().UnixNano()) // a join starts: time the round
+	snap := a.snapshot.Load()
+	sub := protocol.Subscription{InstanceID: a.cfg.instanceID, Endpoint: a.cfg.endpoint, Rack: a.cfg.rack,
+		Capacity: int32(a.cfg.workers), Leaving: snap.Leaving, Lags: map[string]int64{}}
+	// A task is active when every source partition of it is owned.
+	count := map[string]int{}
+	for _, id := range a.tasksOfPartitions(owned) {
+		count[id]++
+	}
+	active := map[string]bool{}
+	for id, n := range count {
+		sid, _, _ := topology.ParseTaskID(id)
+		if n == len(a.subs[sid].Sources) {
+			sub.Active = append(sub.Active, id)
+			active[id] = true
+		}
+	}
+	for _, id := range snap.Standby {
+		if !active[id] {
+			sub.Standby = append(sub.Standby, id)
+		}
+	}
+	for _, id := range snap.Learner {
+		if !active[id] {
+			sub.Learner = append(sub.Learner, id)
+		}
+	}
+	for id, l := range snap.Lags {
+		sub.Lags[id] = l
+	}
+	return sub
+}
+
+func (s *self) Assigned(asg protocol.Assignment) {
+	a := (*App)(s)
+	a.assignment.Store(&asg)
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+	_, gen := a.group.GroupMetadata()
+	a.metrics.rebalances.Inc()
+	took := time.Duration(0)
+	if at := a.joinedAt.Load(); at > 0 {
+		took = time.Since(time.Unix(0, at))
+	}
+	a.metrics.rebalance.Observe(took.Seconds())
+	a.metrics.generation.Set(float64(gen))
+	a.log.Info("rebalance", "generation", gen, "active", len(asg.Active), "standby", len(asg.Standby),
+		"learners", len(asg.Learner), "revoked", len(asg.Revoked), "followup", asg.Followup, "took", took.Round(time.Millisecond))
+	a.emit(Event{Kind: EventRebalance, Generation: gen,
+		Detail: fmt.Sprintf("active=%v standby=%v learner=%v revoked=%v", asg.Active, asg.Standby, asg.Learner, asg.Revoked)})
+}
+
+func (s *self) Led(generation int32, st assign.State, plan assign.Plan) {
+	a := (*App)(s)
+	a.ledGen.Store(generation)
+	ps := &PlanStatus{Generation: generation, Followup: plan.Followup, Lags: map[string]map[string]int64{}}
+	leaving := map[string]bool{}
+	for _, in := range st.Instances {
+		leaving[in.ID] = in.Leaving
+		lags := map[string]int64{}
+		for id, l := range in.Lag {
+			lags[string(id)] = l
+		}
+		ps.Lags[member.InstanceOf(in.ID)] = lags
+	}
+	allLeaving := len(plan.Instances) > 0
+	for _, ip := range plan.Instances {
+		allLeaving = allLeaving && leaving[ip.ID]
+		ps.Instances = append(ps.Instances, PlanInstance{ID: member.InstanceOf(ip.ID), Leaving: leaving[ip.ID],
+			Active: strs(ip.Active), Standby: strs(ip.Standby), Learner: strs(ip.Learner), Revoked: strs(ip.Revoked)})
+	}
+	// Reasons name instances by their assignor keys (id#member); show ids.
+	var names []string
+	for _, in := range st.Instances {
+		names = append(names, in.ID, member.InstanceOf(in.ID))
+	}
+	short := strings.NewReplacer(names...)
+	for _, r := range plan.Reasons {
+		ps.Reasons = append(ps.Reasons, fmt.Sprintf("%s %s on %s: %s", r.Kind, r.Task, member.InstanceOf(r.Instance), short.Replace(r.Why)))
+	}
+	a.lastPlan.Store(ps)
+	a.plansMu.Lock()
+	a.plans = append(a.plans, *ps)
+	if len(a.plans) > 20 {
+		a.plans = a.plans[len(a.plans)-20:]
+	}
+	a.plansMu.Unlock()
+	moved, learners := 0, 0
+	for _, ip := range plan.Instances {
+		moved += len(ip.Revoked)
+		learners += len(ip.Learner)
+	}
+	select {
+	case a.ch.led <- instance.Led{AllLeaving: allLeaving, FollowupWithoutMoves: plan.Followup && moved == 0}:
+	default:
+	}
+	a.log.Info("rebalance planned as leader", "generation", generation, "instances", len(plan.Instances), "revoked", moved, "learners", learners, "followup", plan.Followup)
+	a.emit(Event{Kind: EventLeader, Generation: generation, Detail: fmt.Sprintf("revoked=%d learners=%d followup=%v", moved, learners, plan.Followup)})
+}
+
+func strs(ids []assign.TaskID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = string(id)
+	}
+	return out
+}
+
+var _ = lifecycle.Active

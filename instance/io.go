@@ -1,0 +1,301 @@
+package instance
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/baton-streams/baton/lifecycle"
+)
+
+// Input is something that happened to the instance.
+type Input interface{ input() }
+
+// Assignment is the group's assignment for this member: its standbys and
+// learners (actives arrive as Assigned, with their partitions).
+type Assignment struct {
+	Active, Standby, Learner []string
+	// Followup: the plan revoked tasks this round to assign them in the
+	// next.
+	Followup bool
+	// Generation of the assignment, and the last generation this member
+	// led (0: never).
+	Generation, LedGeneration int32
+}
+
+// Assigned: the partitions of these tasks were assigned to this member.
+// Request is answered (a Reply effect) once they are started.
+type Assigned struct {
+	Tasks   []string
+	Request int
+}
+
+// Revoked: the partitions of these tasks are revoked. Request is answered
+// once their work is committed and they are closed.
+type Revoked struct {
+	Tasks   []string
+	Request int
+}
+
+// Lost: the partitions of these tasks were lost (the session expired).
+type Lost struct {
+	Tasks   []string
+	Request int
+}
+
+// Opened: a task's stores were opened (OpenStores), with each store's
+// checkpoint and the changelog end offsets read after the open (a store
+// missing from Ends: its end could not be read). Err says the open
+// failed.
+type Opened struct {
+	Task        string
+	Checkpoints map[string]int64
+	Ends        map[string]int64
+	Err         string
+}
+
+// Progress: changelog records were applied to a restoring store, up to
+// Checkpoint; End is the changelog's end offset the fetch reported (-1:
+// none).
+type Progress struct {
+	Task, Store     string
+	Checkpoint, End int64
+}
+
+// Ends: changelog end offsets read for a ReadEnds effect with Seq; Failed
+// lists the stores whose end could not be read.
+type Ends struct {
+	Seq    int
+	Ends   map[Key]int64
+	Failed []Key
+}
+
+// CommitDone: the commit with Seq finished; Err is empty when it succeeded.
+// Checkpoints are the stores' checkpoints after it.
+type CommitDone struct {
+	Seq         int
+	Err         string
+	Checkpoints map[string]map[string]int64
+}
+
+// Tick: time passed (one tick).
+type Tick struct{}
+
+// Stop: the instance was asked to stop: drain and leave, or, with
+// Restart, stop without leaving the group (a static member's restart).
+type Stop struct{ Restart bool }
+
+// LeaveNow: a draining instance leaves at once.
+type LeaveNow struct{}
+
+// Led: this member led a round. AllLeaving: every instance in the plan is
+// leaving, so no task can move. FollowupWithoutMoves: the plan needs a
+// follow-up round that no revoke triggers.
+type Led struct {
+	AllLeaving, FollowupWithoutMoves bool
+}
+
+func (Assignment) input() {}
+func (Assigned) input()   {}
+func (Revoked) input()    {}
+func (Lost) input()       {}
+func (Opened) input()     {}
+func (Progress) input()   {}
+func (Ends) input()       {}
+func (CommitDone) input() {}
+func (Tick) input()       {}
+func (Stop) input()       {}
+func (LeaveNow) input()   {}
+func (Led) input()        {}
+
+// Kind is the kind of an effect.
+type Kind int
+
+// Effects.
+const (
+	// OpenStores opens Task's stores; the runtime answers with Opened.
+	OpenStores Kind = iota
+	// CloseStores closes Task's stores, leaving its state on disk.
+	CloseStores
+	// StartRestore makes the changelog reader read Task's changelogs from
+	// Checkpoints; the runtime reports what it applies as Progress.
+	StartRestore
+	// StopRestore ends that.
+	StopRestore
+	// PauseInput and ResumeInput pause and resume Task's input.
+	PauseInput
+	ResumeInput
+	// StartProcessor creates Task's processor: it runs once Running says
+	// so.
+	StartProcessor
+	// Commit makes the work of Tasks durable (Final: a revoke waits for
+	// it); the runtime answers with CommitDone{Seq}.
+	Commit
+	// ReadEnds reads the changelog end offsets of Tasks' stores; the
+	// runtime answers with Ends{Seq}.
+	ReadEnds
+	// Rejoin asks the group for a rebalance.
+	Rejoin
+	// Reply answers the rebalance callback waiting on Request.
+	Reply
+	// Publish replaces what the subscription and status report.
+	Publish
+	// Leave commits and leaves the group: the drain is over.
+	Leave
+	// StopForRestart commits and stops without leaving the group.
+	StopForRestart
+	// Fail stops the instance with the error in Detail.
+	Fail
+	// Notify is a Note for logs, metrics and listeners.
+	Notify
+)
+
+func (k Kind) String() string {
+	return [...]string{"open-stores", "close-stores", "start-restore", "stop-restore", "pause-input", "resume-input",
+		"start-processor", "commit", "read-ends", "rejoin", "reply", "publish", "leave", "stop-for-restart", "fail", "note"}[k]
+}
+
+// Effect is an action for the runtime.
+type Effect struct {
+	Kind        Kind
+	Task        string
+	Tasks       []string
+	Seq         int
+	Request     int
+	Final       bool
+	Checkpoints map[string]int64
+	Snapshot    *Snapshot
+	Note        Note
+	Detail      string
+}
+
+// NoteKind is the kind of a Note.
+type NoteKind int
+
+// Notes.
+const (
+	NoteStandby NoteKind = iota
+	NoteLearner
+	NoteLearnerReady
+	NoteFellBehind
+	NoteAssigned
+	NoteRestored
+	NoteRevoked
+	NoteLost
+	NoteCommitFailed
+	NoteCannotStart
+	NoteEndUnknown
+	NoteLeaving
+	NoteLeaveEarly
+)
+
+func (k NoteKind) String() string {
+	return [...]string{"standby", "learner", "learner-ready", "fell-behind", "assigned", "restored", "revoked", "lost",
+		"commit-failed", "cannot-start", "end-unknown", "leaving", "leave-early"}[k]
+}
+
+// Note is something worth telling: the runtime logs it, counts it and
+// emits it to listeners.
+type Note struct {
+	Kind   NoteKind
+	Task   string
+	Lag    int64
+	Count  int
+	Detail string
+}
+
+// Snapshot is what the instance reports: the subscription's standbys,
+// learners and lags, and every task with its role and lag.
+type Snapshot struct {
+	Standby, Learner []string
+	Lags             map[string]int64
+	Tasks            []TaskView
+	Leaving          bool
+}
+
+// TaskView is one task as reported.
+type TaskView struct {
+	ID    string
+	State lifecycle.State
+	Lag   int64 // 0 for stateless tasks
+}
+
+func (c *Core) snapshot() *Snapshot {
+	s := &Snapshot{Lags: map[string]int64{}, Leaving: c.leaving}
+	for id, stores := range c.disk {
+		lag := int64(0)
+		for name, cp := range stores {
+			end, ok := c.ends[Key{id, name}]
+			if !ok {
+				lag = -1
+				break
+			}
+			lag = max(lag, end-cp)
+		}
+		if lag >= 0 {
+			s.Lags[id] = lag
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(c.tasks)) {
+		t := c.tasks[id]
+		lag := int64(0)
+		if t.stateful() {
+			lag = c.lag(t)
+			s.Lags[id] = lag
+		}
+		switch t.life.Role {
+		case lifecycle.Standby:
+			s.Standby = append(s.Standby, id)
+		case lifecycle.Learner:
+			s.Learner = append(s.Learner, id)
+		}
+		s.Tasks = append(s.Tasks, TaskView{ID: id, State: t.life, Lag: lag})
+	}
+	return s
+}
+
+func (c *Core) publishIfChanged() {
+	s := c.snapshot()
+	key := s.String()
+	if key == c.published {
+		return
+	}
+	c.published = key
+	c.emit(Effect{Kind: Publish, Snapshot: s})
+}
+
+// String is a one-line rendering for traces.
+func (s *Snapshot) String() string {
+	var b strings.Builder
+	for i, t := range s.Tasks {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%s/%s", t.ID, t.State.Role, t.State.Phase)
+		if t.State.Ready {
+			b.WriteString("/ready")
+		}
+		if t.Lag == UnknownLag {
+			b.WriteString("(lag ?)")
+		} else if t.Lag != 0 {
+			fmt.Fprintf(&b, "(lag %d)", t.Lag)
+		}
+	}
+	var disk []string
+	for _, id := range slices.Sorted(maps.Keys(s.Lags)) {
+		if !slices.ContainsFunc(s.Tasks, func(t TaskView) bool { return t.ID == id }) {
+			disk = append(disk, fmt.Sprintf("%s(lag %d)", id, s.Lags[id]))
+		}
+	}
+	if len(disk) > 0 {
+		fmt.Fprintf(&b, " disk: %s", strings.Join(disk, " "))
+	}
+	if s.Leaving {
+		b.WriteString(" leaving")
+	}
+	if b.Len() == 0 {
+		return "nothing"
+	}
+	return strings.TrimSpace(b.String())
+}

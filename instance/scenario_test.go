@@ -1,0 +1,314 @@
+package instance
+
+import (
+	"flag"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/baton-streams/baton/internal/golden"
+)
+
+var update = flag.Bool("update", false, "rewrite golden traces in testdata/scenarios")
+
+// TestScenarios runs every script in testdata/scenarios/*.txt and compares
+// the trace it prints (each input, then the effects it asked for) with the
+// .golden file next to it.
+//
+// Tasks of subtopology 0 have one store, "counts"; tasks of subtopology 1
+// are stateless; other subtopologies are unknown. Script commands, one per
+// line (# starts a comment):
+//
+//	config acceptable=N commit=N lags=N drain=N   before anything else
+//	disk TASK STORE=CP...                         state on disk at start
+//	assignment [active=IDS] [standby=IDS] [learner=IDS] [followup] [gen=N led=N]
+//	assigned IDS [req=N] | revoked IDS [req=N] | lost IDS [req=N]
+//	opened TASK [STORE=CP...] [end.STORE=N...] [err=TEXT]
+//	progress TASK STORE CHECKPOINT [end=N]
+//	ends SEQ [TASK.STORE=N...] [failed=TASK.STORE,...]
+//	commit-done SEQ [err=TEXT] [TASK.STORE=CP...]
+//	tick [N] | stop [restart] | leave-now | led [all-leaving] [followup]
+//
+// IDS is a comma-separated list.
+func TestScenarios(t *testing.T) {
+	files, err := filepath.Glob("testdata/scenarios/*.txt")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scenario scripts found: %v", err)
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
+			script, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			trace, err := runScript(string(script))
+			if err != nil {
+				t.Fatalf("%s: %v\ntrace so far:\n%s", file, err, trace)
+			}
+			golden.Check(t, strings.TrimSuffix(file, ".txt")+".golden", []byte(trace), *update)
+		})
+	}
+}
+
+func testStores(id string) ([]string, error) {
+	switch {
+	case strings.HasPrefix(id, "0_"):
+		return []string{"counts"}, nil
+	case strings.HasPrefix(id, "1_"):
+		return nil, nil
+	}
+	return nil, fmt.Errorf("unknown task %q", id)
+}
+
+func runScript(script string) (string, error) {
+	var out strings.Builder
+	cfg := Config{AcceptableLag: 10, CommitTicks: 2, LagTicks: 5, DrainTicks: 20, Stores: testStores}
+	disk := map[string]map[string]int64{}
+	var c *Core
+	core := func() *Core {
+		if c == nil {
+			c = New(cfg, disk)
+			printEffects(&out, c.Ready())
+		}
+		return c
+	}
+	for n, line := range strings.Split(script, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			if strings.HasPrefix(line, "#") {
+				out.WriteString(line + "\n")
+			}
+			continue
+		}
+		f := strings.Fields(line)
+		kv, flags, err := parseArgs(f[1:])
+		if err != nil {
+			return out.String(), fmt.Errorf("line %d: %v", n+1, err)
+		}
+		fail := func(format string, args ...any) (string, error) {
+			return out.String(), fmt.Errorf("line %d: %s: %s", n+1, line, fmt.Sprintf(format, args...))
+		}
+		var in Input
+		switch f[0] {
+		case "config":
+			if c != nil {
+				return fail("config must come first")
+			}
+			for k, v := range kv {
+				x, err := strconv.Atoi(v)
+				if err != nil {
+					return fail("%s: %v", k, err)
+				}
+				switch k {
+				case "acceptable":
+					cfg.AcceptableLag = int64(x)
+				case "commit":
+					cfg.CommitTicks = x
+				case "lags":
+					cfg.LagTicks = x
+				case "drain":
+					cfg.DrainTicks = x
+				default:
+					return fail("unknown setting %s", k)
+				}
+			}
+			continue
+		case "disk":
+			if c != nil || len(flags) != 1 {
+				return fail("disk TASK STORE=CP before anything else")
+			}
+			disk[flags[0]] = ints(kv)
+			continue
+		case "assignment":
+			a := Assignment{Active: ids(kv["active"]), Standby: ids(kv["standby"]), Learner: ids(kv["learner"]), Followup: slices.Contains(flags, "followup")}
+			a.Generation, a.LedGeneration = int32(atoi(kv["gen"])), int32(atoi(kv["led"]))
+			in = a
+		case "assigned", "revoked", "lost":
+			if len(flags) != 1 {
+				return fail("want a list of tasks")
+			}
+			req := atoi(kv["req"])
+			switch f[0] {
+			case "assigned":
+				in = Assigned{Tasks: ids(flags[0]), Request: req}
+			case "revoked":
+				in = Revoked{Tasks: ids(flags[0]), Request: req}
+			default:
+				in = Lost{Tasks: ids(flags[0]), Request: req}
+			}
+		case "opened":
+			if len(flags) != 1 {
+				return fail("opened TASK ...")
+			}
+			o := Opened{Task: flags[0], Checkpoints: map[string]int64{}, Ends: map[string]int64{}, Err: kv["err"]}
+			for k, v := range kv {
+				switch {
+				case k == "err":
+				case strings.HasPrefix(k, "end."):
+					o.Ends[strings.TrimPrefix(k, "end.")] = int64(atoi(v))
+				default:
+					o.Checkpoints[k] = int64(atoi(v))
+				}
+			}
+			in = o
+		case "progress":
+			if len(flags) != 3 {
+				return fail("progress TASK STORE CHECKPOINT [end=N]")
+			}
+			end := int64(-1)
+			if v, ok := kv["end"]; ok {
+				end = int64(atoi(v))
+			}
+			in = Progress{Task: flags[0], Store: flags[1], Checkpoint: int64(atoi(flags[2])), End: end}
+		case "ends":
+			if len(flags) != 1 {
+				return fail("ends SEQ ...")
+			}
+			e := Ends{Seq: atoi(flags[0]), Ends: map[Key]int64{}}
+			for k, v := range kv {
+				if k == "failed" {
+					for _, s := range ids(v) {
+						e.Failed = append(e.Failed, key(s))
+					}
+					continue
+				}
+				e.Ends[key(k)] = int64(atoi(v))
+			}
+			in = e
+		case "commit-done":
+			if len(flags) != 1 {
+				return fail("commit-done SEQ ...")
+			}
+			d := CommitDone{Seq: atoi(flags[0]), Err: kv["err"], Checkpoints: map[string]map[string]int64{}}
+			for k, v := range kv {
+				if k == "err" {
+					continue
+				}
+				kk := key(k)
+				if d.Checkpoints[kk.Task] == nil {
+					d.Checkpoints[kk.Task] = map[string]int64{}
+				}
+				d.Checkpoints[kk.Task][kk.Store] = int64(atoi(v))
+			}
+			in = d
+		case "tick":
+			times := 1
+			if len(flags) == 1 {
+				times = atoi(flags[0])
+			}
+			fmt.Fprintf(&out, "> %s\n", line)
+			for range times {
+				core().Step(Tick{})
+				printEffects(&out, c.Ready())
+			}
+			continue
+		case "stop":
+			in = Stop{Restart: slices.Contains(flags, "restart")}
+		case "leave-now":
+			in = LeaveNow{}
+		case "led":
+			in = Led{AllLeaving: slices.Contains(flags, "all-leaving"), FollowupWithoutMoves: slices.Contains(flags, "followup")}
+		default:
+			return fail("unknown command")
+		}
+		fmt.Fprintf(&out, "> %s\n", line)
+		core().Step(in)
+		printEffects(&out, c.Ready())
+	}
+	return out.String(), nil
+}
+
+func printEffects(out *strings.Builder, fx []Effect) {
+	for _, e := range fx {
+		fmt.Fprintf(out, "  %s", e.Kind)
+		switch e.Kind {
+		case Publish:
+			fmt.Fprintf(out, " %s", e.Snapshot)
+		case Notify:
+			fmt.Fprintf(out, " %s", e.Note.Kind)
+			if e.Note.Task != "" {
+				fmt.Fprintf(out, " %s", e.Note.Task)
+			}
+			if e.Note.Lag == UnknownLag {
+				out.WriteString(" lag=?")
+			} else if e.Note.Lag != 0 {
+				fmt.Fprintf(out, " lag=%d", e.Note.Lag)
+			}
+			if e.Note.Count != 0 {
+				fmt.Fprintf(out, " count=%d", e.Note.Count)
+			}
+			if e.Note.Detail != "" {
+				fmt.Fprintf(out, " (%s)", e.Note.Detail)
+			}
+		default:
+			if e.Task != "" {
+				fmt.Fprintf(out, " %s", e.Task)
+			}
+			if len(e.Tasks) > 0 {
+				fmt.Fprintf(out, " %s", strings.Join(e.Tasks, ","))
+			}
+			if e.Kind == Commit || e.Kind == ReadEnds {
+				fmt.Fprintf(out, " seq=%d", e.Seq)
+			}
+			if e.Final {
+				out.WriteString(" final")
+			}
+			if e.Kind == Reply {
+				fmt.Fprintf(out, " req=%d", e.Request)
+			}
+			for _, s := range slices.Sorted(maps.Keys(e.Checkpoints)) {
+				fmt.Fprintf(out, " %s@%d", s, e.Checkpoints[s])
+			}
+			if e.Detail != "" {
+				fmt.Fprintf(out, " (%s)", e.Detail)
+			}
+		}
+		out.WriteByte('\n')
+	}
+}
+
+func parseArgs(args []string) (map[string]string, []string, error) {
+	kv := map[string]string{}
+	var flags []string
+	for _, a := range args {
+		if k, v, ok := strings.Cut(a, "="); ok {
+			if _, dup := kv[k]; dup {
+				return nil, nil, fmt.Errorf("%s given twice", k)
+			}
+			kv[k] = v
+			continue
+		}
+		flags = append(flags, a)
+	}
+	return kv, flags, nil
+}
+
+func ids(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+func key(s string) Key {
+	t, st, _ := strings.Cut(s, ".")
+	return Key{Task: t, Store: st}
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+func ints(kv map[string]string) map[string]int64 {
+	out := map[string]int64{}
+	for k, v := range kv {
+		out[k] = int64(atoi(v))
+	}
+	return out
+}

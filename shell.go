@@ -1,0 +1,558 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton/instance"
+	"github.com/baton-streams/baton/lifecycle"
+	"github.com/baton-streams/baton/topology"
+)
+
+// tickEvery is the core's clock: commits, end-offset reads and drain
+// timeouts are counted in ticks.
+const tickEvery = 10 * time.Millisecond
+
+// restorePollMax bounds the changelog records applied in one go on the
+// loop, so the active tasks' records are not held up behind a restore.
+const restorePollMax = 10000
+
+// request is a rebalance callback waiting for the loop: the loop steps the
+// core with in and closes done once the core answers it.
+type request struct {
+	in   func(id int) instance.Input
+	done chan struct{}
+}
+
+// shell carries out the core's effects. It runs on one goroutine, the
+// loop, which owns the core and every task; kgo's rebalance callbacks post
+// requests to it and wait for the answer, and background work (polls,
+// store opens and closes, commits, end-offset reads) reports back to it
+// over channels. No lock is held across I/O.
+type shell struct {
+	a    *App
+	core *instance.Core
+	// waiting holds the callbacks waiting for a Reply, by request id.
+	waiting map[int]chan struct{}
+	nextReq int
+
+	polling   bool // a poll of the input is outstanding
+	restoring bool // a poll of the changelogs is outstanding
+	reading   int  // changelog partitions the restore client reads
+	// rewind, under exactly-once: the input must go back to the last
+	// commit before anything more is processed; rewinding: that is under
+	// way (rebalances stay blocked until it is done).
+	rewind, rewinding bool
+	// stopped: the core said Leave, StopForRestart or Fail.
+	stopped error
+	exit    bool
+}
+
+// Channels the loop reads, written by the App's background goroutines.
+type loopChans struct {
+	requests chan request
+	polls    chan kgo.Fetches
+	restores chan kgo.Fetches
+	opened   chan opened
+	ends     chan instance.Ends
+	commits  chan commitResult
+	rewound  chan error
+	led      chan instance.Led
+	pollReq  chan struct{}
+	restReq  chan struct{}
+	// done is closed when the loop returns: callbacks stop waiting.
+	done      chan struct{}
+	closeOnce *sync.Once
+}
+
+func (c loopChans) close() { c.closeOnce.Do(func() { close(c.done) }) }
+
+type opened struct {
+	t      *task
+	in     instance.Opened
+	stores map[string]*taskStore
+	err    error
+}
+
+func newLoopChans() loopChans {
+	return loopChans{requests: make(chan request), polls: make(chan kgo.Fetches), restores: make(chan kgo.Fetches),
+		opened: make(chan opened), ends: make(chan instance.Ends, 4), commits: make(chan commitResult, 4),
+		rewound: make(chan error, 1), led: make(chan instance.Led, 8), pollReq: make(chan struct{}, 1),
+		restReq: make(chan struct{}, 1), done: make(chan struct{}), closeOnce: &sync.Once{}}
+}
+
+// post hands a callback's input to the loop and waits for its answer,
+// unless the loop is gone.
+func (a *App) post(in func(id int) instance.Input) {
+	r := request{in: in, done: make(chan struct{})}
+	select {
+	case a.ch.requests <- r:
+	case <-a.ch.done:
+		return
+	}
+	select {
+	case <-r.done:
+	case <-a.ch.done:
+	}
+}
+
+// loop is the App's control thread.
+func (a *App) loop(ctx context.Context) error {
+	defer a.ch.close()
+	s := &shell{a: a, waiting: map[int]chan struct{}{}}
+	a.shell = s
+	s.core = instance.New(instance.Config{
+		AcceptableLag: a.cfg.acceptableLag,
+		CommitTicks:   max(1, int(a.cfg.commitInterval/tickEvery)),
+		LagTicks:      int(time.Second / tickEvery),
+		DrainTicks:    max(1, int(a.cfg.drainTimeout/tickEvery)),
+		Stores:        a.storesOf,
+	}, a.diskCP)
+	s.apply(s.core.Ready())
+	a.pollers.Add(2)
+	go a.poller(a.group, a.ch.pollReq, a.ch.polls, 5000, 100*time.Millisecond)
+	go a.poller(a.restore, a.ch.restReq, a.ch.restores, restorePollMax, 100*time.Millisecond)
+	s.requestPoll()
+	tick := time.NewTicker(tickEvery)
+	defer tick.Stop()
+	userDone := ctx.Done()
+	for !s.exit {
+		select {
+		case <-a.runCtx.Done():
+			return a.abort(context.Cause(a.runCtx))
+		case <-userDone:
+			userDone = nil
+			s.step(instance.Stop{Restart: a.cfg.stopMode == StopForRestart})
+		case <-a.leaveNow:
+			s.step(instance.LeaveNow{})
+		case r := <-a.ch.requests:
+			s.nextReq++
+			s.waiting[s.nextReq] = r.done
+			s.step(r.in(s.nextReq))
+		case <-a.wake:
+			if asg := a.assignment.Load(); asg != nil {
+				_, gen := a.group.GroupMetadata()
+				s.step(instance.Assignment{Active: asg.Active, Standby: asg.Standby, Learner: asg.Learner, Followup: asg.Followup,
+					Generation: gen, LedGeneration: a.ledGen.Load()})
+			}
+		case l := <-a.ch.led:
+			s.step(l)
+		case f := <-a.ch.polls:
+			s.polled(f)
+		case f := <-a.ch.restores:
+			s.restored(f)
+		case o := <-a.ch.opened:
+			s.opened(o)
+		case e := <-a.ch.ends:
+			s.step(e)
+		case r := <-a.ch.commits:
+			s.committed(r)
+		case err := <-a.ch.rewound:
+			s.rewoundDone(err)
+		case <-tick.C:
+			s.step(instance.Tick{})
+			if s.reading > 0 && !s.restoring {
+				s.requestRestore()
+			}
+		}
+	}
+	return s.stopped
+}
+
+func (s *shell) step(in instance.Input) {
+	s.core.Step(in)
+	s.apply(s.core.Ready())
+}
+
+func (s *shell) requestPoll() {
+	if s.polling || s.rewinding {
+		return
+	}
+	s.polling = true
+	s.a.ch.pollReq <- struct{}{}
+}
+
+func (s *shell) requestRestore() {
+	if s.restoring {
+		return
+	}
+	s.restoring = true
+	s.a.ch.restReq <- struct{}{}
+}
+
+// poller polls cl each time it is asked and hands the records over,
+// until the loop is gone.
+func (a *App) poller(cl *kgo.Client, req <-chan struct{}, out chan<- kgo.Fetches, maxRecs int, wait time.Duration) {
+	defer a.pollers.Done()
+	ctx := a.runCtx
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.ch.done:
+			return
+		case <-req:
+		}
+		pctx, cancel := context.WithTimeout(ctx, wait)
+		f := cl.PollRecords(pctx, maxRecs)
+		cancel()
+		select {
+		case out <- f:
+		case <-ctx.Done():
+			return
+		case <-a.ch.done:
+			return
+		}
+	}
+}
+
+// stopPolling ends the pollers once the loop is gone, and lets
+// rebalances through: a poll the loop will never take must not hold up a
+// leave or a close.
+func (a *App) stopPolling() {
+	a.ch.close()
+	a.pollers.Wait()
+	a.group.AllowRebalance()
+}
+
+// polled takes a poll's records: those of running tasks go to the
+// backlog, then rebalances may proceed while the workers process.
+func (s *shell) polled(f kgo.Fetches) {
+	a := s.a
+	s.polling = false
+	if f.IsClientClosed() {
+		a.fail(errors.New("baton: client closed"))
+		return
+	}
+	f.EachError(func(topic string, p int32, err error) {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			a.log.Warn("fetch error", "topic", topic, "partition", p, "err", err)
+		}
+	})
+	if s.rewind {
+		// The transaction aborted: what was polled follows work that is
+		// gone. Rebalances stay blocked while the input is rewound.
+		s.rewind, s.rewinding = false, true
+		go func() { a.ch.rewound <- a.rewindInput(a.runCtx, s.activeTasks()) }()
+		return
+	}
+	f.EachPartition(func(p kgo.FetchTopicPartition) {
+		if len(p.Records) == 0 {
+			return
+		}
+		if sub, ok := a.bySource[p.Topic]; ok {
+			id := topology.TaskID(sub, p.Partition)
+			a.backlog[id] = append(a.backlog[id], p.Records...)
+		}
+	})
+	a.group.AllowRebalance()
+	s.requestPoll()
+	s.dispatch()
+}
+
+// dispatch hands each running task its backlog on its worker and waits.
+// Records of a task still restoring wait; those of tasks not active here
+// are dropped (their next owner reads them again). Under exactly-once
+// nothing is processed while a transaction commits.
+func (s *shell) dispatch() {
+	a := s.a
+	if a.commit.exclusive() || s.rewinding {
+		return
+	}
+	per := make([][]batch, len(a.workers))
+	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
+	for id, recs := range a.backlog {
+		st := s.core.Role(id)
+		if st.Role != lifecycle.Active {
+			delete(a.backlog, id)
+			continue
+		}
+		t, ok := a.tasks[id]
+		if !ok || !s.core.Running(id) || t.proc == nil {
+			continue
+		}
+		delete(a.backlog, id)
+		wg.Add(1)
+		per[t.worker] = append(per[t.worker], batch{t: t, recs: recs, done: &wg, err: &failed})
+	}
+	for w, bs := range per {
+		if len(bs) > 0 {
+			a.workers[w].in <- bs
+		}
+	}
+	wg.Wait()
+	if e := failed.Load(); e != nil {
+		a.fail(*e)
+	}
+}
+
+func (s *shell) activeTasks() []*task { return s.a.activeTasks() }
+
+// activeTasks lists the tasks with a processor, by id.
+func (a *App) activeTasks() []*task {
+	var out []*task
+	for _, t := range a.tasks {
+		if t.active {
+			out = append(out, t)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+func (s *shell) tasksOf(ids []string) []*task {
+	var out []*task
+	for _, id := range ids {
+		if t, ok := s.a.tasks[id]; ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// apply carries out the core's effects, in order.
+func (s *shell) apply(fx []instance.Effect) {
+	a := s.a
+	for _, e := range fx {
+		switch e.Kind {
+		case instance.OpenStores:
+			t := a.runtimeTask(e.Task)
+			a.openAsync(t)
+		case instance.CloseStores:
+			if t, ok := a.tasks[e.Task]; ok {
+				a.closeTask(t)
+				if s.core.Role(e.Task).Role == lifecycle.None {
+					delete(a.tasks, e.Task)
+				}
+			}
+		case instance.StartRestore:
+			s.startRestore(a.tasks[e.Task], e.Checkpoints)
+		case instance.StopRestore:
+			s.stopRestore(a.tasks[e.Task])
+		case instance.PauseInput:
+			a.group.PauseFetchPartitions(a.sourcePartitions(a.runtimeTask(e.Task)))
+		case instance.ResumeInput:
+			a.group.ResumeFetchPartitions(a.sourcePartitions(a.runtimeTask(e.Task)))
+		case instance.StartProcessor:
+			t := a.runtimeTask(e.Task)
+			t.assignedAt, t.first, t.replayed = time.Now(), false, 0
+			t.worker = a.pinWorker()
+			t.proc = t.sub.NewProcessor(t.id, t.part)
+			t.ctx = &taskContext{a: a, t: t}
+			t.active = true
+		case instance.Commit:
+			a.commit.begin(e.Seq, s.tasksOf(e.Tasks), e.Final)
+		case instance.ReadEnds:
+			a.readEndsAsync(e.Seq, e.Tasks)
+		case instance.Rejoin:
+			a.log.Info("rejoining the group", "why", e.Detail)
+			a.group.ForceRebalance()
+		case instance.Reply:
+			if done, ok := s.waiting[e.Request]; ok {
+				close(done)
+				delete(s.waiting, e.Request)
+			}
+		case instance.Publish:
+			a.publish(e.Snapshot)
+		case instance.Leave:
+			s.stopped, s.exit = a.leave(s.activeTasks()), true
+		case instance.StopForRestart:
+			s.stopped, s.exit = a.stopForRestart(s.activeTasks()), true
+		case instance.Fail:
+			a.fail(errors.New("baton: " + e.Detail))
+		case instance.Notify:
+			a.notify(e.Note)
+		}
+	}
+	// Tasks the core dropped without stores to close (stateless).
+	for id, t := range a.tasks {
+		if s.core.Role(id).Role == lifecycle.None && len(t.stores) == 0 && !a.opening(id) {
+			delete(a.tasks, id)
+		}
+	}
+}
+
+// runtimeTask returns the task's runtime half, making it if needed.
+func (a *App) runtimeTask(id string) *task {
+	if t, ok := a.tasks[id]; ok {
+		return t
+	}
+	sub, part, _ := topology.ParseTaskID(id)
+	t := &task{id: id, sub: a.subs[sub], part: part, stores: map[string]*taskStore{}, offsets: map[string]kgo.EpochOffset{}}
+	a.tasks[id] = t
+	return t
+}
+
+// storesOf names a task's stores, for the core.
+func (a *App) storesOf(id string) ([]string, error) {
+	subID, _, err := topology.ParseTaskID(id)
+	sub, known := a.subs[subID]
+	if err != nil || !known {
+		return nil, fmt.Errorf("unknown task %q", id)
+	}
+	var out []string
+	for _, st := range sub.Stores {
+		out = append(out, st.Name)
+	}
+	return out, nil
+}
+
+func (s *shell) startRestore(t *task, cps map[string]int64) {
+	if t == nil {
+		return
+	}
+	parts := map[string]map[int32]kgo.Offset{}
+	for name, st := range t.stores {
+		parts[st.changelog] = map[int32]kgo.Offset{t.part: kgo.NewOffset().At(cps[name])}
+	}
+	if len(parts) > 0 {
+		s.a.restore.AddConsumePartitions(parts)
+		s.reading += len(parts)
+		t.reading = true
+		s.requestRestore()
+	}
+}
+
+func (s *shell) stopRestore(t *task) {
+	if t == nil || !t.reading {
+		return
+	}
+	parts := map[string][]int32{}
+	for _, st := range t.stores {
+		parts[st.changelog] = []int32{t.part}
+	}
+	s.a.restore.RemoveConsumePartitions(parts)
+	s.reading -= len(parts)
+	t.reading = false
+}
+
+// restored applies changelog records to the stores of the tasks reading
+// them and reports the progress to the core.
+func (s *shell) restored(f kgo.Fetches) {
+	a := s.a
+	s.restoring = false
+	var progress []instance.Progress
+	f.EachPartition(func(p kgo.FetchTopicPartition) {
+		ref, ok := a.byChangelog[p.Topic]
+		if !ok {
+			return
+		}
+		id := topology.TaskID(ref.sub, p.Partition)
+		t, ok := a.tasks[id]
+		if !ok || !t.reading {
+			return
+		}
+		st := t.stores[ref.name]
+		if st == nil {
+			return
+		}
+		n, err := st.applyChangelog(p.Records)
+		if err != nil {
+			a.fail(fmt.Errorf("baton: task %s store %s: restoring: %w", id, st.name, err))
+			return
+		}
+		if n > 0 {
+			a.metrics.restored.WithLabelValues(id).Add(float64(n))
+			if s.core.Role(id).Role == lifecycle.Active {
+				t.replayed += n
+			}
+		}
+		end := int64(-1)
+		if p.Err == nil {
+			end = p.HighWatermark
+		}
+		progress = append(progress, instance.Progress{Task: id, Store: st.name, Checkpoint: st.checkpoint, End: end})
+	})
+	for _, p := range progress {
+		s.step(p)
+	}
+	if s.reading > 0 {
+		s.requestRestore()
+	}
+}
+
+func (s *shell) opened(o opened) {
+	a := s.a
+	delete(a.openingTasks, o.t.id)
+	t, ok := a.tasks[o.t.id]
+	if !ok || t != o.t || s.core.Role(o.t.id).Role == lifecycle.None {
+		// Dropped while opening: close what was opened.
+		if o.err == nil {
+			o.t.stores = o.stores
+			a.closeTask(o.t)
+		}
+		if ok && t == o.t {
+			delete(a.tasks, o.t.id)
+		}
+		return
+	}
+	if o.err == nil {
+		t.stores = o.stores
+		for name, st := range o.stores {
+			o.in.Checkpoints[name] = st.checkpoint
+		}
+	}
+	s.step(o.in)
+}
+
+func (a *App) opening(id string) bool { return a.openingTasks[id] }
+
+// openAsync opens a task's stores in the background (a large Pebble store
+// takes a while), after any close of them still running, and reads their
+// changelogs' start and end offsets; the result comes back as Opened, and
+// the stores are the loop's from then on.
+func (a *App) openAsync(t *task) {
+	prev := a.closing[t.id]
+	a.openingTasks[t.id] = true
+	a.closers.Add(1) // Run waits for it before the state dir lock goes
+	go func() {
+		defer a.closers.Done()
+		if prev != nil {
+			<-prev
+		}
+		stores, ends, err := a.openStores(a.runCtx, t.id, t.part, t.sub.Stores)
+		in := instance.Opened{Task: t.id, Checkpoints: map[string]int64{}, Ends: ends}
+		if err != nil {
+			in.Err = err.Error()
+		}
+		select {
+		case a.ch.opened <- opened{t: t, in: in, stores: stores, err: err}:
+		case <-a.ch.done:
+			for _, s := range stores {
+				if err := s.st.Close(); err != nil {
+					a.log.Warn("closing store", "task", t.id, "store", s.name, "err", err)
+				}
+			}
+		}
+	}()
+}
+
+// committed finishes a commit and tells the core.
+func (s *shell) committed(r commitResult) {
+	cd := s.a.commit.done(r)
+	if r.seq > 0 {
+		s.step(cd)
+	}
+	// Under exactly-once, processing waited for the commit.
+	s.dispatch()
+}
+
+// rewoundDone: the input is back at the last commit (or the rewind failed
+// and is tried again after the next poll). Rebalances may go on.
+func (s *shell) rewoundDone(err error) {
+	s.rewinding = false
+	if err != nil {
+		s.a.log.Warn("rewinding input; trying again", "err", err)
+		s.rewind = true
+	}
+	s.a.group.AllowRebalance()
+	s.requestPoll()
+}
