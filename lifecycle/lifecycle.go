@@ -27,14 +27,46 @@ type Role int
 
 // Roles.
 const (
+	// None: the assignment does not name the task here. The instance may
+	// still have state for it on disk; that is not a role.
 	None Role = iota
 	Active
 	Standby
 	Learner
 )
 
+var roleNames = [...]string{"none", "active", "standby", "learner"}
+
 func (r Role) String() string {
-	return [...]string{"none", "active", "standby", "learner"}[r]
+	return roleNames[r]
+}
+
+// ParseRole returns the role whose String is s.
+func ParseRole(s string) (Role, error) {
+	for r, name := range roleNames {
+		if s == name {
+			return Role(r), nil
+		}
+	}
+	return None, fmt.Errorf("lifecycle: unknown role %q (want none, active, standby or learner)", s)
+}
+
+// MarshalText writes the role's name, so that a Role is "active" in JSON.
+func (r Role) MarshalText() ([]byte, error) {
+	if r < 0 || int(r) >= len(roleNames) {
+		return nil, fmt.Errorf("lifecycle: no role %d", int(r))
+	}
+	return []byte(roleNames[r]), nil
+}
+
+// UnmarshalText reads a role's name, as ParseRole does.
+func (r *Role) UnmarshalText(b []byte) error {
+	v, err := ParseRole(string(b))
+	if err != nil {
+		return err
+	}
+	*r = v
+	return nil
 }
 
 // Phase is where the task is in its life.

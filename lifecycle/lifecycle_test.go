@@ -1,10 +1,44 @@
 package lifecycle
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"slices"
 	"testing"
 )
+
+func TestParseRole(t *testing.T) {
+	for _, r := range []Role{None, Active, Standby, Learner} {
+		got, err := ParseRole(r.String())
+		if err != nil || got != r {
+			t.Errorf("ParseRole(%q) = %v, %v; want %v", r.String(), got, err, r)
+		}
+	}
+	for _, s := range []string{"", "disk", "Active", " active", "leader"} {
+		if r, err := ParseRole(s); err == nil {
+			t.Errorf("ParseRole(%q) = %v; want an error", s, r)
+		}
+	}
+}
+
+func TestRoleJSON(t *testing.T) {
+	in := map[string]Role{"a": Active, "b": Standby, "c": Learner, "d": None}
+	b, err := json.Marshal(in)
+	if err != nil || string(b) != `{"a":"active","b":"standby","c":"learner","d":"none"}` {
+		t.Fatalf("json.Marshal = %s, %v", b, err)
+	}
+	var out map[string]Role
+	if err := json.Unmarshal(b, &out); err != nil || len(out) != 4 || out["a"] != Active || out["c"] != Learner || out["d"] != None {
+		t.Fatalf("json.Unmarshal = %v, %v", out, err)
+	}
+	var r Role
+	if err := json.Unmarshal([]byte(`"observer"`), &r); err == nil {
+		t.Errorf("an unknown role decoded as %v", r)
+	}
+	if _, err := json.Marshal(Role(9)); err == nil {
+		t.Error("a role out of range encoded")
+	}
+}
 
 func TestWarmPromotionKeepsStores(t *testing.T) {
 	for _, role := range []Event{AssignStandby, AssignLearner} {

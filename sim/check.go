@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/lifecycle"
 )
 
 // CheckPlan verifies the guarantees of spec/assign.md that a single round
@@ -46,18 +47,18 @@ func CheckPlan(s assign.State, p assign.Plan, checks Checks) []string {
 			bad(1, "plan names instance %q that is not in the state", ip.ID)
 			continue
 		}
-		roles := map[assign.TaskID]string{}
+		roles := map[assign.TaskID]lifecycle.Role{}
 		for _, l := range []struct {
-			name string
+			role lifecycle.Role
 			ids  []assign.TaskID
-		}{{"active", ip.Active}, {"standby", ip.Standby}, {"learner", ip.Learner}} {
+		}{{lifecycle.Active, ip.Active}, {lifecycle.Standby, ip.Standby}, {lifecycle.Learner, ip.Learner}} {
 			for _, t := range l.ids {
 				if prev, dup := roles[t]; dup && checks&CheckOneRole != 0 {
-					bad(2, "%s holds %s as %s and %s", ip.ID, t, prev, l.name)
+					bad(2, "%s holds %s as %s and %s", ip.ID, t, prev, l.role)
 				}
-				roles[t] = l.name
-				if l.name != "active" && !tasks[t].Stateful && checks&CheckStateless != 0 {
-					bad(6, "stateless %s is a %s on %s", t, l.name, ip.ID)
+				roles[t] = l.role
+				if l.role != lifecycle.Active && !tasks[t].Stateful && checks&CheckStateless != 0 {
+					bad(6, "stateless %s is a %s on %s", t, l.role, ip.ID)
 				}
 			}
 		}
@@ -80,12 +81,12 @@ func CheckPlan(s assign.State, p assign.Plan, checks Checks) []string {
 		}
 		if x.Leaving && checks&CheckLeaving != 0 {
 			for _, l := range []struct {
-				name      string
+				role      lifecycle.Role
 				old, news []assign.TaskID
-			}{{"active", x.Active, ip.Active}, {"standby", x.Standby, ip.Standby}, {"learner", x.Learner, ip.Learner}} {
+			}{{lifecycle.Active, x.Active, ip.Active}, {lifecycle.Standby, x.Standby, ip.Standby}, {lifecycle.Learner, x.Learner, ip.Learner}} {
 				for _, t := range l.news {
 					if !slices.Contains(l.old, t) {
-						bad(9, "leaving %s is given %s as a new %s", ip.ID, t, l.name)
+						bad(9, "leaving %s is given %s as a new %s", ip.ID, t, l.role)
 					}
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/lifecycle"
 )
 
 // Options tune one run.
@@ -27,29 +28,18 @@ type Options struct {
 	MaxRounds int
 }
 
-type role uint8
-
-const (
-	roleNone role = iota // state on disk only
-	roleActive
-	roleStandby
-	roleLearner
-)
-
-func (r role) String() string {
-	return [...]string{"disk", "active", "standby", "learner"}[r]
-}
-
-// copyState is one instance's local state for one stateful task.
+// copyState is one instance's local state for one stateful task. It
+// exists while the instance has the state, on disk at least; role is what
+// the assignment asks of it, lifecycle.None when the state is only on disk.
 type copyState struct {
 	task int
-	role role
+	role lifecycle.Role
 	// following: caught up and kept current (lag 0); otherwise the copy
 	// holds the changelog up to pos.
 	following bool
-	pos       float64
 	// signalled: this learner's readiness has been reported.
 	signalled bool
+	pos       float64
 	// behindAt is the copy's position in its instance's behind list, or
 	// -1 while it is following.
 	behindAt int
@@ -184,7 +174,7 @@ type engine struct {
 	}
 	probingGen int
 
-	mark    [3][]int      // applyRound's task sets, by stamp
+	mark    [3][]int      // applyRound's task sets, by role from lifecycle.Active, by stamp
 	rank    []int         // task index -> position in byte order of ids
 	stTasks []assign.Task // the assignor's task list, in byte order
 	stamp   int
@@ -248,7 +238,7 @@ func newEngine(sc *Scenario, pol Policy, opt Options) (*engine, error) {
 			if t.spec.Stateful {
 				c := e.copyOf(in, ti)
 				e.setFollowing(in, c, true)
-				c.role = roleActive
+				c.role = lifecycle.Active
 				t.activeCopy = c
 			}
 			t.setProcessingAt(0, true)
@@ -260,7 +250,7 @@ func newEngine(sc *Scenario, pol Policy, opt Options) (*engine, error) {
 			}
 			c := e.copyOf(in, ti)
 			e.setFollowing(in, c, true)
-			c.role = roleStandby
+			c.role = lifecycle.Standby
 			in.rolesOld = true
 		}
 	}
@@ -522,7 +512,7 @@ func (e *engine) stopInstance(in *instState, crash bool) {
 		e.dropActive(in, t, false)
 	}
 	for _, c := range in.copies {
-		e.setRole(in, c, roleNone)
+		e.setRole(in, c, lifecycle.None)
 	}
 	in.running = false
 	if crash {
@@ -543,7 +533,7 @@ func (e *engine) dropActive(in *instState, t *taskState, revoked bool) {
 	}
 	t.suspended = false
 	if c := t.activeCopy; c != nil {
-		e.setRole(in, c, roleNone)
+		e.setRole(in, c, lifecycle.None)
 		t.activeCopy = nil
 	}
 	if revoked {
@@ -558,26 +548,26 @@ func (e *engine) dropActive(in *instState, t *taskState, revoked bool) {
 
 // setRole changes what a copy is for, keeping the learner count and the
 // set of restoring copies right.
-func (e *engine) setRole(in *instState, c *copyState, r role) {
+func (e *engine) setRole(in *instState, c *copyState, r lifecycle.Role) {
 	e.sync(in)
-	if c.role == roleLearner {
+	if c.role == lifecycle.Learner {
 		e.learners--
 	}
-	if r == roleLearner {
+	if r == lifecycle.Learner {
 		e.learners++
 	}
-	if _, ok := in.restoring[c.task]; ok && (c.role == roleActive) != (r == roleActive) {
+	if _, ok := in.restoring[c.task]; ok && (c.role == lifecycle.Active) != (r == lifecycle.Active) {
 		// the copy changes class: leave and enter again below
 		e.stopRestoring(in, c)
 	}
-	if r != roleLearner {
+	if r != lifecycle.Learner {
 		c.signalled = false
 	}
-	if c.role == roleStandby || c.role == roleLearner || r == roleStandby || r == roleLearner {
+	if c.role == lifecycle.Standby || c.role == lifecycle.Learner || r == lifecycle.Standby || r == lifecycle.Learner {
 		in.rolesOld = true
 	}
 	c.role = r
-	if r == roleNone {
+	if r == lifecycle.None {
 		if c.following {
 			c.pos = e.tasks[c.task].end(e.now)
 			e.setFollowing(in, c, false)
@@ -760,9 +750,9 @@ func (e *engine) state() (assign.State, []*instState) {
 			in.standby, in.learner = nil, nil
 			for ti, c := range in.copies {
 				switch c.role {
-				case roleStandby:
+				case lifecycle.Standby:
 					in.standby = append(in.standby, e.tasks[ti].spec.ID)
-				case roleLearner:
+				case lifecycle.Learner:
 					in.learner = append(in.learner, e.tasks[ti].spec.ID)
 				}
 			}

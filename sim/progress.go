@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/baton-streams/baton/lifecycle"
 )
 
 // Restore progress. An instance restores at its rate, shared equally by
@@ -44,7 +46,7 @@ func (e *engine) sync(in *instState) {
 	as, os := shareOf(in)
 	for _, c := range in.restoring {
 		share := os
-		if c.role == roleActive {
+		if c.role == lifecycle.Active {
 			share = as
 		}
 		c.pos += share * dt
@@ -60,7 +62,7 @@ func (e *engine) startRestoring(in *instState, c *copyState) {
 	}
 	e.sync(in)
 	in.restoring[c.task] = c
-	if c.role == roleActive {
+	if c.role == lifecycle.Active {
 		in.nRestAct++
 	}
 	t := e.tasks[c.task]
@@ -74,7 +76,7 @@ func (e *engine) stopRestoring(in *instState, c *copyState) {
 	}
 	e.sync(in)
 	delete(in.restoring, c.task)
-	if c.role == roleActive {
+	if c.role == lifecycle.Active {
 		in.nRestAct--
 	}
 	t := e.tasks[c.task]
@@ -95,7 +97,7 @@ func (e *engine) setProcessing(t *taskState, on bool) {
 }
 
 func (e *engine) threshold(c *copyState) float64 {
-	if c.role == roleLearner && !c.signalled {
+	if c.role == lifecycle.Learner && !c.signalled {
 		return float64(e.sc.Config.AcceptableLag)
 	}
 	return 0
@@ -116,7 +118,7 @@ func (e *engine) instNext(in *instState) time.Duration {
 	as, os := shareOf(in)
 	for _, c := range in.restoring {
 		share := os
-		if c.role == roleActive {
+		if c.role == lifecycle.Active {
 			share = as
 		}
 		t := e.tasks[c.task]
@@ -182,7 +184,7 @@ func (e *engine) crossings() {
 		sort.Slice(hit, func(a, b int) bool { return hit[a].task < hit[b].task })
 		for _, c := range hit {
 			t := e.tasks[c.task]
-			if c.role == roleLearner && !c.signalled {
+			if c.role == lifecycle.Learner && !c.signalled {
 				e.signalReady(in, c)
 				if t.end(e.now)-c.pos > eps {
 					continue
@@ -191,10 +193,10 @@ func (e *engine) crossings() {
 			e.setFollowing(in, c, true)
 			c.pos = t.end(e.now)
 			e.stopRestoring(in, c)
-			if c.role == roleActive && !t.processing {
+			if c.role == lifecycle.Active && !t.processing {
 				e.setProcessing(t, true)
 				e.setUnavailable(-1)
-				e.detail("restored", fmt.Sprintf("%s active %s restored, processing", in.spec.ID, t.spec.ID))
+				e.detail("restored", fmt.Sprintf("%s %s %s restored, processing", in.spec.ID, c.role, t.spec.ID))
 			}
 		}
 	}

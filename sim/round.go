@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/lifecycle"
 )
 
 type reasonKey struct {
@@ -75,24 +76,26 @@ func (e *engine) applyRound() {
 		}
 		return ""
 	}
-	// Sets of task indexes, as stamps: mark[role][ti] == stamp means ti is
-	// in the set of the member being looked at. No map per member.
+	// Sets of task indexes, as stamps: e.mark[role-lifecycle.Active][ti]
+	// == stamp means the plan of the member being looked at gives it ti in
+	// that role. No map per member.
 	if len(e.mark[0]) != len(e.tasks) {
 		for i := range e.mark {
 			e.mark[i] = make([]int, len(e.tasks))
 		}
 	}
-	resolve := func(which int, ids []assign.TaskID) bool {
+	resolve := func(role lifecycle.Role, ids []assign.TaskID) bool {
 		for _, id := range ids {
 			ti, ok := e.taskIx[id]
 			if !ok {
 				e.fail(fmt.Errorf("sim: %s: rebalance #%d: plan names unknown task %q", e.sc.Name, r.n, id))
 				return false
 			}
-			e.mark[which][ti] = e.stamp
+			e.mark[role-lifecycle.Active][ti] = e.stamp
 		}
 		return true
 	}
+	planned := func(role lifecycle.Role, ti int) bool { return e.mark[role-lifecycle.Active][ti] == e.stamp }
 	var nRevoked, nAssigned, nLearners, nStandbys int
 	// Most members of a large group keep exactly what they had; their
 	// plan needs no work (except under stop-the-world, where everyone
@@ -110,13 +113,12 @@ func (e *engine) applyRound() {
 		}
 		p := plans[k]
 		e.stamp++
-		if !resolve(0, p.Active) || !resolve(1, p.Standby) || !resolve(2, p.Learner) {
+		if !resolve(lifecycle.Active, p.Active) || !resolve(lifecycle.Standby, p.Standby) || !resolve(lifecycle.Learner, p.Learner) {
 			return
 		}
-		act := func(ti int) bool { return e.mark[0][ti] == e.stamp }
 		for _, id := range st.Instances[k].Active {
 			ti := e.taskIx[id]
-			if act(ti) {
+			if planned(lifecycle.Active, ti) {
 				continue
 			}
 			nRevoked++
@@ -125,13 +127,12 @@ func (e *engine) applyRound() {
 		}
 		for _, ti := range slices.Sorted(maps.Keys(m.copies)) { // trace lines in task order
 			c := m.copies[ti]
-			switch {
-			case c.role == roleStandby && e.mark[1][ti] != e.stamp, c.role == roleLearner && e.mark[2][ti] != e.stamp:
-				if c.role == roleLearner && !act(ti) {
+			if (c.role == lifecycle.Standby || c.role == lifecycle.Learner) && !planned(c.role, ti) {
+				if c.role == lifecycle.Learner && !planned(lifecycle.Active, ti) {
 					id := e.tasks[ti].spec.ID
-					e.detail("drop", fmt.Sprintf("%s drops learner %s%s", m.spec.ID, id, explain(assign.ReasonDropLearner, id, m.spec.ID)))
+					e.detail("drop", fmt.Sprintf("%s drops %s %s%s", m.spec.ID, c.role, id, explain(assign.ReasonDropLearner, id, m.spec.ID)))
 				}
-				e.setRole(m, c, roleNone)
+				e.setRole(m, c, lifecycle.None)
 			}
 		}
 	}
@@ -162,8 +163,8 @@ func (e *engine) applyRound() {
 		}
 		for _, list := range []struct {
 			ids  []assign.TaskID
-			role role
-		}{{p.Standby, roleStandby}, {p.Learner, roleLearner}} {
+			role lifecycle.Role
+		}{{p.Standby, lifecycle.Standby}, {p.Learner, lifecycle.Learner}} {
 			for _, id := range list.ids {
 				ti := e.taskIx[id]
 				t := e.tasks[ti]
@@ -175,18 +176,18 @@ func (e *engine) applyRound() {
 				if c.role == list.role {
 					continue
 				}
-				if c.role == roleActive {
-					e.fail(fmt.Errorf("sim: %s: rebalance #%d: plan makes %s both active and %s on %s", e.sc.Name, r.n, id, list.role, m.spec.ID))
+				if c.role == lifecycle.Active {
+					e.fail(fmt.Errorf("sim: %s: rebalance #%d: plan makes %s both %s and %s on %s", e.sc.Name, r.n, id, c.role, list.role, m.spec.ID))
 					return
 				}
 				e.setRole(m, c, list.role)
 				lag := lagInt(t.end(e.now) - c.pos)
-				if list.role == roleLearner {
+				if list.role == lifecycle.Learner {
 					nLearners++
-					e.detail("learner", fmt.Sprintf("%s learns %s (lag %d)%s", m.spec.ID, id, lag, explain(assign.ReasonLearner, id, m.spec.ID)))
+					e.detail(list.role.String(), fmt.Sprintf("%s learns %s (lag %d)%s", m.spec.ID, id, lag, explain(assign.ReasonLearner, id, m.spec.ID)))
 				} else {
 					nStandbys++
-					e.detail("standby", fmt.Sprintf("%s stands by for %s (lag %d)", m.spec.ID, id, lag))
+					e.detail(list.role.String(), fmt.Sprintf("%s stands by for %s (lag %d)", m.spec.ID, id, lag))
 				}
 			}
 		}
@@ -237,7 +238,7 @@ func (e *engine) activate(m *instState, t *taskState, ti int, why string) {
 	if !t.spec.Stateful {
 		e.setProcessing(t, true)
 		e.setUnavailable(-1)
-		e.detail("active", fmt.Sprintf("%s runs %s%s", m.spec.ID, t.spec.ID, why))
+		e.detail(lifecycle.Active.String(), fmt.Sprintf("%s runs %s%s", m.spec.ID, t.spec.ID, why))
 		return
 	}
 	e.sync(m)
@@ -246,7 +247,7 @@ func (e *engine) activate(m *instState, t *taskState, ti int, why string) {
 	if c.following {
 		lag = 0
 	}
-	e.setRole(m, c, roleActive)
+	e.setRole(m, c, lifecycle.Active)
 	t.activeCopy = c
 	if lag <= eps {
 		e.setFollowing(m, c, true)
@@ -254,11 +255,11 @@ func (e *engine) activate(m *instState, t *taskState, ti int, why string) {
 		e.stopRestoring(m, c)
 		e.setProcessing(t, true)
 		e.setUnavailable(-1)
-		e.detail("active", fmt.Sprintf("%s runs %s, caught up%s", m.spec.ID, t.spec.ID, why))
+		e.detail(lifecycle.Active.String(), fmt.Sprintf("%s runs %s, caught up%s", m.spec.ID, t.spec.ID, why))
 		return
 	}
 	e.res.RestoredCritical += lag
-	e.detail("active", fmt.Sprintf("%s runs %s after restoring %d records%s", m.spec.ID, t.spec.ID, lagInt(lag), why))
+	e.detail(lifecycle.Active.String(), fmt.Sprintf("%s runs %s after restoring %d records%s", m.spec.ID, t.spec.ID, lagInt(lag), why))
 }
 
 // recomputeBalance measures how far the actives are from every

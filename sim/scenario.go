@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/lifecycle"
 )
 
 // Scenario is a parsed scenario file: the group at time 0, the events that
@@ -524,7 +525,8 @@ func (p *parser) parseInstance(args []string) error {
 	if len(args) == 0 || strings.Contains(args[0], "=") {
 		return p.errf("want `instance ID [capacity=N] [restore=N] [rack=R] [active=T,..] [standby=T,..]`")
 	}
-	m, err := p.kv(args[1:], "capacity", "restore", "rack", "active", "standby")
+	active, standby := lifecycle.Active.String(), lifecycle.Standby.String()
+	m, err := p.kv(args[1:], "capacity", "restore", "rack", active, standby)
 	if err != nil {
 		return err
 	}
@@ -535,10 +537,10 @@ func (p *parser) parseInstance(args []string) error {
 	if err := p.instanceSettings(&spec, m); err != nil {
 		return err
 	}
-	if spec.Active, err = p.taskList("active", m["active"]); err != nil {
+	if spec.Active, err = p.taskList(active, m[active]); err != nil {
 		return err
 	}
-	if spec.Standby, err = p.taskList("standby", m["standby"]); err != nil {
+	if spec.Standby, err = p.taskList(standby, m[standby]); err != nil {
 		return err
 	}
 	p.sc.Instances = append(p.sc.Instances, spec)
@@ -761,7 +763,7 @@ func (p *parser) finish() error {
 				return &ParseError{Name: p.name, Msg: fmt.Sprintf("instance %q holds task %q in two roles", in.ID, id)}
 			}
 			if !sc.Tasks[p.taskIdx[id]].Stateful {
-				return &ParseError{Name: p.name, Msg: fmt.Sprintf("instance %q: stateless task %q cannot be a standby", in.ID, id)}
+				return &ParseError{Name: p.name, Msg: fmt.Sprintf("instance %q: stateless task %q cannot be a %s", in.ID, id, lifecycle.Standby)}
 			}
 		}
 	}

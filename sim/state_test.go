@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/lifecycle"
 )
 
 // fullState builds the leader's input from scratch, the plain way: every
@@ -32,9 +33,9 @@ func fullState(e *engine) assign.State {
 			}
 			ai.Lag[t.spec.ID] = lagInt(lag)
 			switch c.role {
-			case roleStandby:
+			case lifecycle.Standby:
 				ai.Standby = append(ai.Standby, t.spec.ID)
-			case roleLearner:
+			case lifecycle.Learner:
 				ai.Learner = append(ai.Learner, t.spec.ID)
 			}
 		}

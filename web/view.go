@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/baton-streams/baton"
+	"github.com/baton-streams/baton/lifecycle"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -51,12 +53,13 @@ type InstanceView struct {
 	Tasks  []TaskView `json:"tasks"`
 }
 
-// TaskView is one task on one instance.
+// TaskView is one task on one instance. Its role is the role's name in
+// JSON ("active", "standby", "learner").
 type TaskView struct {
-	ID        string `json:"id"`
-	Role      string `json:"role"`
-	Lag       int64  `json:"lag"`
-	Processed int64  `json:"processed"`
+	ID        string         `json:"id"`
+	Role      lifecycle.Role `json:"role"`
+	Lag       int64          `json:"lag"`
+	Processed int64          `json:"processed"`
 	// Progress is, for a learner, standby or restoring active task, the
 	// share of the largest lag seen for it that has been restored (0..1);
 	// 1 for a task that is caught up.
@@ -121,7 +124,7 @@ func merge(self baton.Status, endpoint string, g *Group, groupErr error, peers m
 			switch {
 			case ok:
 				iv.Source = "status"
-				iv.Tasks = tasksOf(st)
+				iv.Tasks = tasksOf(st, iv)
 			default:
 				iv.Tasks = tasksOfSubscription(m)
 				if p, asked := peers[s.InstanceID]; asked && p.err != "" {
@@ -132,7 +135,7 @@ func merge(self baton.Status, endpoint string, g *Group, groupErr error, peers m
 			}
 		}
 	}
-	selfView.Tasks = tasksOf(&self)
+	selfView.Tasks = tasksOf(&self, selfView)
 	selfView.Workers, selfView.Leaving = self.Workers, self.Leaving
 
 	// Leader and plan: the instance whose live status says it leads. The
@@ -204,10 +207,17 @@ func merge(self baton.Status, endpoint string, g *Group, groupErr error, peers m
 	return v
 }
 
-func tasksOf(st *baton.Status) []TaskView {
+// tasksOf shows a member from its live status. A task whose role this
+// build does not know (a newer peer's) is shown with no role, and the
+// instance's error says so.
+func tasksOf(st *baton.Status, iv *InstanceView) []TaskView {
 	out := make([]TaskView, 0, len(st.Tasks))
 	for _, t := range st.Tasks {
-		out = append(out, TaskView{ID: t.ID, Role: t.Role, Lag: t.Lag, Processed: t.Processed})
+		role, err := lifecycle.ParseRole(t.Role)
+		if err != nil && iv.Error == "" {
+			iv.Error = fmt.Sprintf("status: task %s: %v", t.ID, err)
+		}
+		out = append(out, TaskView{ID: t.ID, Role: role, Lag: t.Lag, Processed: t.Processed})
 	}
 	sortTasks(out)
 	return out
@@ -219,9 +229,12 @@ func tasksOfSubscription(m Member) []TaskView {
 	s := m.Subscription
 	active, standby, learner := m.Roles()
 	var out []TaskView
-	for role, ids := range map[string][]string{"active": active, "standby": standby, "learner": learner} {
-		for _, id := range ids {
-			out = append(out, TaskView{ID: id, Role: role, Lag: s.Lags[id]})
+	for _, l := range []struct {
+		role lifecycle.Role
+		ids  []string
+	}{{lifecycle.Active, active}, {lifecycle.Standby, standby}, {lifecycle.Learner, learner}} {
+		for _, id := range l.ids {
+			out = append(out, TaskView{ID: id, Role: l.role, Lag: s.Lags[id]})
 		}
 	}
 	sortTasks(out)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/baton-streams/baton"
+	"github.com/baton-streams/baton/lifecycle"
 	"github.com/baton-streams/baton/protocol"
 )
 
@@ -52,7 +53,7 @@ func TestMergeUnreachableAndLeader(t *testing.T) {
 	if !ok || c.Source != "subscription" || !strings.Contains(c.Error, "unreachable") {
 		t.Fatalf("c = %+v; want it from its subscription, marked unreachable", c)
 	}
-	if len(c.Tasks) != 1 || c.Tasks[0].Role != "learner" || c.Tasks[0].Lag != 400 || c.Tasks[0].Progress != 0.6 {
+	if len(c.Tasks) != 1 || c.Tasks[0].Role != lifecycle.Learner || c.Tasks[0].Lag != 400 || c.Tasks[0].Progress != 0.6 {
 		t.Fatalf("c's tasks = %+v; want learner 1_1 lag 400 at 60%% of a 1000-record changelog", c.Tasks)
 	}
 	a, _ := instanceOf(v, "a")
@@ -61,6 +62,39 @@ func TestMergeUnreachableAndLeader(t *testing.T) {
 	}
 	if b, _ := instanceOf(v, "b"); !b.Leader || b.Workers != 2 || b.Source != "status" {
 		t.Fatalf("b = %+v", b)
+	}
+}
+
+// A task's role is its name in /group's JSON; a role this build does not
+// know, from a newer peer's status, shows the task with no role and says
+// so on the instance.
+func TestMergeRoles(t *testing.T) {
+	self := baton.Status{AppID: "wc", Instance: "a",
+		Tasks: []baton.TaskStatus{{ID: "1_0", Role: "active"}, {ID: "1_1", Role: "standby"}, {ID: "1_2", Role: "learner", Lag: 5}}}
+	peers := map[string]peer{"b": {status: &baton.Status{AppID: "wc", Instance: "b",
+		Tasks: []baton.TaskStatus{{ID: "1_0", Role: "observer"}}}}}
+	g := &Group{Members: []Member{
+		{Subscription: protocol.Subscription{InstanceID: "a"}},
+		{Subscription: protocol.Subscription{InstanceID: "b"}},
+	}}
+	v := merge(self, "", g, nil, peers, nil, map[string]int64{}, t0)
+	a, _ := instanceOf(v, "a")
+	b, err := json.Marshal(a.Tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"id":"1_0","role":"active","lag":0,"processed":0,"progress":1},` +
+		`{"id":"1_1","role":"standby","lag":0,"processed":0,"progress":1},` +
+		`{"id":"1_2","role":"learner","lag":5,"processed":0,"progress":0}]`
+	if string(b) != want {
+		t.Fatalf("a's tasks in JSON:\n%s\nwant\n%s", b, want)
+	}
+	var back []TaskView
+	if err := json.Unmarshal(b, &back); err != nil || len(back) != 3 || back[2].Role != lifecycle.Learner {
+		t.Fatalf("decoding a's tasks: %+v, %v", back, err)
+	}
+	if p, _ := instanceOf(v, "b"); len(p.Tasks) != 1 || p.Tasks[0].Role != lifecycle.None || !strings.Contains(p.Error, `"observer"`) {
+		t.Fatalf("b = %+v; want its task with no role and an error naming the role", p)
 	}
 }
 
