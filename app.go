@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/assign"
@@ -312,15 +311,14 @@ func (a *App) open() error {
 }
 
 // groupHook receives the errors that end a group session. Most are
-// retried by the client (it joins again); a session timeout the brokers
-// refuse would be refused at every join, so it stops the App.
+// retried by the client (it joins again); those every join would get
+// again stop the App (fatalGroupError).
 type groupHook App
 
 func (h *groupHook) OnGroupManageError(err error) {
 	a := (*App)(h)
-	if errors.Is(err, kerr.InvalidSessionTimeout) {
-		a.fail(fmt.Errorf("%w: session timeout: %v is outside the bounds the brokers allow (group.min.session.timeout.ms, default 6s, and group.max.session.timeout.ms, default 30m): %s",
-			ErrConfig, a.cfg.session, kerr.InvalidSessionTimeout.Message))
+	if ferr := fatalGroupError(err, a.cfg.session, a.cfg.policy); ferr != nil {
+		a.fail(ferr)
 	}
 }
 

@@ -130,6 +130,9 @@ func WithCommitInterval(d time.Duration) Option { return func(c *config) { c.com
 func WithDrainTimeout(d time.Duration) Option { return func(c *config) { c.drainTimeout = d } }
 
 // WithPolicy sets the assignment policy the leader uses. Default smooth.
+// Every instance of a group must run the same policy: the instance joins
+// with the policy's own group protocol (member.ProtocolName), and Run
+// returns an ErrConfig if the group already runs another.
 func WithPolicy(p assign.Policy) Option { return func(c *config) { c.policy = p } }
 
 // WithRack sets the instance's rack; standbys prefer other racks.

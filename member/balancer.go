@@ -16,8 +16,30 @@ import (
 	"github.com/baton-streams/baton/topology"
 )
 
-// ProtocolName is the group protocol baton members join with.
-const ProtocolName = "baton"
+// ProtocolPrefix begins the name of every group protocol baton members
+// join with; ProtocolName appends the policy.
+const ProtocolPrefix = "baton-"
+
+// ProtocolName returns the group protocol a member running policy p joins
+// with: "baton-smooth", "baton-cooperative" or "baton-eager". Each policy
+// has its own name because the policies do not speak the same rebalance
+// protocol (eager is not cooperative, see Balancer.IsCooperative): the
+// brokers form a group only from members that share a protocol name, so a
+// member with another policy is refused (INCONSISTENT_GROUP_PROTOCOL)
+// rather than admitted into a group where an eager leader could hand a
+// task to a new owner while its cooperative owner still runs it.
+func ProtocolName(p assign.Policy) string { return ProtocolPrefix + string(p) }
+
+// PolicyOf returns the policy whose members join with the group protocol
+// name, as DescribeGroups reports it, and whether it is one.
+func PolicyOf(protocol string) (assign.Policy, bool) {
+	name, ok := strings.CutPrefix(protocol, ProtocolPrefix)
+	if !ok {
+		return "", false
+	}
+	p, err := assign.ParsePolicy(name)
+	return p, err == nil
+}
 
 // Subtopology is what the balancer needs to know of one subtopology: the
 // topics its tasks read (co-partitioned: task ID_p reads partition p of
@@ -45,9 +67,12 @@ type Self interface {
 type Config struct {
 	Subtopologies []Subtopology
 	Assign        assign.Config
-	Policy        assign.Policy
-	Self          Self
-	Logger        *slog.Logger
+	// Policy decides the plans and the group protocol the member joins
+	// with (ProtocolName); every member of a group must run the same one.
+	// The zero value is assign.Smooth.
+	Policy assign.Policy
+	Self   Self
+	Logger *slog.Logger
 }
 
 // Balancer is baton's kgo.GroupBalancer: cooperative, with baton's
@@ -64,11 +89,15 @@ func NewBalancer(cfg Config) *Balancer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Policy == "" {
+		cfg.Policy = assign.Smooth
+	}
 	return &Balancer{cfg: cfg}
 }
 
-// ProtocolName implements kgo.GroupBalancer.
-func (b *Balancer) ProtocolName() string { return ProtocolName }
+// ProtocolName implements kgo.GroupBalancer: ProtocolName of the
+// balancer's policy.
+func (b *Balancer) ProtocolName() string { return ProtocolName(b.cfg.Policy) }
 
 // IsCooperative implements kgo.GroupBalancer: members keep what they are
 // not told to give up. Under the eager policy the group speaks the eager

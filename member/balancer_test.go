@@ -162,6 +162,47 @@ func TestBalanceZombieNewestGenerationWins(t *testing.T) {
 	}
 }
 
+// TestProtocolNamePerPolicy: every policy joins with its own group
+// protocol name, so the brokers refuse a member whose policy differs from
+// the group's instead of letting an eager and a cooperative member share
+// the group; the name a balancer reports is its policy's, IsCooperative
+// matches it, and PolicyOf reads each name back.
+func TestProtocolNamePerPolicy(t *testing.T) {
+	want := map[assign.Policy]string{assign.Smooth: "baton-smooth", assign.Cooperative: "baton-cooperative", assign.Eager: "baton-eager"}
+	if len(want) != len(assign.Policies) {
+		t.Fatalf("assign.Policies = %v: this test knows %d policies", assign.Policies, len(want))
+	}
+	seen := map[string]assign.Policy{}
+	for _, p := range assign.Policies {
+		name := ProtocolName(p)
+		if name != want[p] {
+			t.Errorf("ProtocolName(%s) = %q, want %q", p, name, want[p])
+		}
+		if other, dup := seen[name]; dup {
+			t.Errorf("policies %s and %s share the protocol name %q", other, p, name)
+		}
+		seen[name] = p
+		b := NewBalancer(Config{Policy: p, Self: &fakeSelf{}})
+		if got := b.ProtocolName(); got != name {
+			t.Errorf("Balancer with policy %s: ProtocolName() = %q, want %q", p, got, name)
+		}
+		if got, want := b.IsCooperative(), p != assign.Eager; got != want {
+			t.Errorf("Balancer with policy %s: IsCooperative() = %v, want %v", p, got, want)
+		}
+		if got, ok := PolicyOf(name); !ok || got != p {
+			t.Errorf("PolicyOf(%q) = %q, %v; want %q, true", name, got, ok, p)
+		}
+	}
+	if got := NewBalancer(Config{Self: &fakeSelf{}}).ProtocolName(); got != "baton-smooth" {
+		t.Errorf("Balancer with no policy: ProtocolName() = %q, want the default's, baton-smooth", got)
+	}
+	for _, name := range []string{"baton", "baton-", "baton-probing", "cooperative-sticky", "range", "smooth", ""} {
+		if p, ok := PolicyOf(name); ok {
+			t.Errorf("PolicyOf(%q) = %q, true; want not a baton policy", name, p)
+		}
+	}
+}
+
 func TestJoinGroupMetadataRoundTrip(t *testing.T) {
 	b, self := testBalancer()
 	self.sub = protocol.Subscription{InstanceID: "a", Capacity: 2, Standby: []string{"1_1"}, Lags: map[string]int64{"1_1": 7}}

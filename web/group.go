@@ -18,7 +18,9 @@ type Group struct {
 	// State is the coordinator's view: Stable, PreparingRebalance,
 	// CompletingRebalance, Empty or Dead.
 	State string
-	// Protocol is the group protocol in use; "baton" for a baton group.
+	// Protocol is the group protocol in use: for a baton group
+	// "baton-<policy>" (member.ProtocolName; member.PolicyOf reads the
+	// policy back).
 	Protocol string
 	// Members are sorted by instance id, then member id.
 	Members []Member

@@ -61,7 +61,7 @@ func init() {
 	f.Int("standbys", 0, "standby replicas per stateful task")
 	f.Int("max-learners", assign.DefaultMaxLearners, "most learner tasks in the group at once")
 	f.Int64("acceptable-lag", assign.DefaultAcceptableLag, "records within which a copy of state counts as caught up")
-	f.String("policy", string(assign.Smooth), "assignment policy: smooth, cooperative or eager")
+	f.String("policy", string(assign.Smooth), "assignment policy: smooth, cooperative or eager; the same on every instance of the group")
 	f.String("rack", "", "the instance's rack; standbys prefer other racks")
 	f.String("http", "", "serve /status, /metrics and / on this address (e.g. 127.0.0.1:0)")
 	f.String("guarantee", "at-least-once", "processing guarantee: at-least-once or exactly-once (Kafka transactions)")
