@@ -189,4 +189,18 @@ func (tg *Target) CreateTopic(t testing.TB, topic string, partitions int32, comp
 	if err != nil {
 		t.Fatalf("creating topic %s: %v", topic, err)
 	}
+	// A broker learns of a new topic from the controller a moment after
+	// the create returns: wait until the one answering metadata lists it
+	// whole, or a test's first request may find it missing.
+	for {
+		td, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+		if d, ok := td[topic]; err == nil && ok && d.Err == nil && len(d.Partitions) == int(partitions) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("topic %s: not listed with %d partitions after creating it: %v", topic, partitions, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
