@@ -261,7 +261,6 @@ func (a *App) open() error {
 		kgo.SeedBrokers(a.cfg.brokers...),
 		kgo.ConsumerGroup(a.cfg.appID),
 		kgo.Balancers(bal),
-		kgo.BlockRebalanceOnPoll(),
 		kgo.DisableAutoCommit(),
 		kgo.HeartbeatInterval(a.cfg.heartbeat),
 		kgo.SessionTimeout(a.cfg.session),

@@ -202,7 +202,7 @@ func (c *atLeastOnce) run(ctx context.Context) {
 
 func (c *atLeastOnce) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
 	e := c.acks.add()
-	c.a.group.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+	c.a.group.Produce(c.a.runCtx, r, func(r *kgo.Record, err error) {
 		promise(r, err)
 		c.acks.done(e)
 	})

@@ -53,6 +53,20 @@
 // must be too. A crashed instance's open transaction holds up readers of
 // its changelogs until the cluster aborts it, at WithTransactionTimeout.
 //
+// # Inside an instance
+//
+// The decisions of an instance (what to open, restore, pause, commit, when
+// to rejoin, when a learner is ready, which lags to report, when a drain
+// is over) live in package instance, a pure state machine stepped with
+// what happened. One goroutine owns it and every task: kgo's rebalance
+// callbacks post to it and wait for its answer, and polls, store opens and
+// closes, end-offset reads and commits run in the background and report
+// back to it; no lock is held across I/O. At-least-once commits are
+// pipelined: the writes of a commit are sealed, processing goes on while
+// their acknowledgements arrive, and the input offsets are committed
+// after them, on the commit path's own goroutine. A transaction stops
+// processing while it commits.
+//
 // Processing of a task is in order and on one worker goroutine at a time.
 // Status and the Listener are safe to use from any goroutine; a Listener
 // must not block.

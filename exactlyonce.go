@@ -164,7 +164,7 @@ func (c *transactional) run(ctx context.Context) {
 func (c *transactional) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
 	c.produced.Add(1)
 	aborts := c.aborts.Load()
-	c.a.group.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+	c.a.group.Produce(c.a.runCtx, r, func(r *kgo.Record, err error) {
 		if err != nil && c.aborts.Load() != aborts {
 			return
 		}
@@ -175,8 +175,14 @@ func (c *transactional) produce(r *kgo.Record, promise func(*kgo.Record, error))
 func (c *transactional) begin(seq int, _ []*task, final bool) {
 	c.inflight++
 	if c.a.shell != nil && (c.a.shell.rewind || c.a.shell.rewinding) {
-		// Rolled back and not rewound yet: nothing to commit.
-		c.a.ch.commits <- commitResult{seq: seq}
+		// Rolled back and not rewound yet: nothing to commit. (Answered
+		// from another goroutine: the loop is the one reading.)
+		go func() {
+			select {
+			case c.a.ch.commits <- commitResult{seq: seq}:
+			case <-c.a.ch.done:
+			}
+		}()
 		return
 	}
 	// Every active task's work is in the transaction.

@@ -15,8 +15,7 @@ import (
 // forever (retention.ms=-1), so without it they grow without bound.
 //
 // Commits hand it their offsets through committed, which only records
-// them and never blocks, so the commit paths (which hold App.mu) do no
-// I/O for it. Its own goroutine sends one DeleteRecords request at a time,
+// them and never blocks, so the commit paths do no I/O for it. Its own goroutine sends one DeleteRecords request at a time,
 // at most once per interval, with a timeout, and only for partitions whose
 // committed offset moved since the last purge. A failed purge is logged
 // and retried with the next commit's offsets; it never stops the App.

@@ -124,6 +124,12 @@ func (a *App) loop(ctx context.Context) error {
 	defer tick.Stop()
 	userDone := ctx.Done()
 	for !s.exit {
+		// While the input rewinds, rebalance callbacks wait: the rewind
+		// writes the active tasks' stores and sets their offsets.
+		requests := a.ch.requests
+		if s.rewinding {
+			requests = nil
+		}
 		select {
 		case <-a.runCtx.Done():
 			return a.abort(context.Cause(a.runCtx))
@@ -132,7 +138,14 @@ func (a *App) loop(ctx context.Context) error {
 			s.step(instance.Stop{Restart: a.cfg.stopMode == StopForRestart})
 		case <-a.leaveNow:
 			s.step(instance.LeaveNow{})
-		case r := <-a.ch.requests:
+		case r := <-requests:
+			// Records polled before a callback are taken first: the
+			// callback may revoke their tasks.
+			select {
+			case f := <-a.ch.polls:
+				s.polled(f)
+			default:
+			}
 			s.nextReq++
 			s.waiting[s.nextReq] = r.done
 			s.step(r.in(s.nextReq))
@@ -213,17 +226,14 @@ func (a *App) poller(cl *kgo.Client, req <-chan struct{}, out chan<- kgo.Fetches
 	}
 }
 
-// stopPolling ends the pollers once the loop is gone, and lets
-// rebalances through: a poll the loop will never take must not hold up a
-// leave or a close.
+// stopPolling ends the pollers once the loop is gone.
 func (a *App) stopPolling() {
 	a.ch.close()
 	a.pollers.Wait()
-	a.group.AllowRebalance()
 }
 
 // polled takes a poll's records: those of running tasks go to the
-// backlog, then rebalances may proceed while the workers process.
+// backlog, the next poll starts, and the workers process.
 func (s *shell) polled(f kgo.Fetches) {
 	a := s.a
 	s.polling = false
@@ -238,7 +248,7 @@ func (s *shell) polled(f kgo.Fetches) {
 	})
 	if s.rewind {
 		// The transaction aborted: what was polled follows work that is
-		// gone. Rebalances stay blocked while the input is rewound.
+		// gone. Rebalance callbacks wait while the input is rewound.
 		s.rewind, s.rewinding = false, true
 		go func() { a.ch.rewound <- a.rewindInput(a.runCtx, s.activeTasks()) }()
 		return
@@ -252,7 +262,6 @@ func (s *shell) polled(f kgo.Fetches) {
 			a.backlog[id] = append(a.backlog[id], p.Records...)
 		}
 	})
-	a.group.AllowRebalance()
 	s.requestPoll()
 	s.dispatch()
 }
@@ -553,6 +562,5 @@ func (s *shell) rewoundDone(err error) {
 		s.a.log.Warn("rewinding input; trying again", "err", err)
 		s.rewind = true
 	}
-	s.a.group.AllowRebalance()
 	s.requestPoll()
 }

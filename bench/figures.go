@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/baton-streams/baton"
+	binstance "github.com/baton-streams/baton/instance"
 )
 
 // Window is one scale event in a recording: it starts at Start (the
@@ -123,7 +124,10 @@ func Analyze(rec Recording, w Window, stateful func(task string) bool) EventFigu
 			case e.Kind == baton.EventRevoked:
 				tf.Revoked = true
 			case e.Kind == baton.EventAssigned && e.Instance == tf.To:
-				tf.AssignedLag, tf.AssignedAs = e.Lag, e.Detail
+				tf.AssignedAs = e.Detail
+				if e.Lag != binstance.UnknownLag { // a cold task's lag is known once it restored
+					tf.AssignedLag = e.Lag
+				}
 			case e.Kind == baton.EventRestored && e.Instance == tf.To:
 				tf.Replayed += e.Replayed
 			}

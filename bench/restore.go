@@ -39,7 +39,7 @@ func SmokeRestoreConfig() RestoreConfig {
 type RestoreResult struct {
 	Config RestoreConfig `json:"config"`
 	// Changelog is the records in the changelog; Restored what the App's
-	// tasks restored (EventAssigned.Lag summed) in RestoreTime: from the
+	// tasks restored (EventRestored.Replayed summed) in RestoreTime: from the
 	// first cold assignment to the last task restored.
 	Changelog   int64         `json:"changelog_records"`
 	Restored    int64         `json:"restored_records"`
@@ -136,8 +136,8 @@ func RunRestore(ctx context.Context, cfg RestoreConfig) (*RestoreResult, error) 
 		if r.Time.After(last) {
 			last = r.Time
 		}
-		res.Restored += a.Lag
-		res.Tasks = append(res.Tasks, TaskRestore{Task: task, Records: a.Lag, Duration: r.Time.Sub(a.Time)})
+		res.Restored += r.Replayed
+		res.Tasks = append(res.Tasks, TaskRestore{Task: task, Records: r.Replayed, Duration: r.Time.Sub(a.Time)})
 	}
 	slices.SortFunc(res.Tasks, func(a, b TaskRestore) int { return strings.Compare(a.Task, b.Task) })
 	res.RestoreTime = last.Sub(first)

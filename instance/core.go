@@ -85,9 +85,6 @@ type task struct {
 	// read after its promotion (endsSeq >= freshFrom).
 	freshFrom int
 	fresh     bool
-	// assignedHow: an active whose stores are opening is announced
-	// (NoteAssigned) when they are open.
-	assignedHow string
 }
 
 // New returns a Core with the state found on disk at start: per task, the
@@ -208,6 +205,25 @@ func (c *Core) lag(t *task) int64 {
 			return UnknownLag
 		}
 		l = max(l, end-t.cp[s])
+	}
+	return max(l, 0)
+}
+
+// diskLag is the lag of state on disk with checkpoints cps (none: an
+// empty store), against the changelog ends known; UnknownLag when an end
+// is not known.
+func (c *Core) diskLag(id string, cps map[string]int64) int64 {
+	stores, err := c.cfg.Stores(id)
+	if err != nil {
+		return UnknownLag
+	}
+	var l int64
+	for _, s := range stores {
+		end, ok := c.ends[Key{id, s}]
+		if !ok {
+			return UnknownLag
+		}
+		l = max(l, end-cps[s])
 	}
 	return max(l, 0)
 }
@@ -366,11 +382,11 @@ func (c *Core) assigned(ids []string) {
 		case warm:
 			how = "warm"
 		}
+		lag := c.lag(t)
 		if t.opening {
-			t.assignedHow = how // told once the stores are open and the lag known
-			continue
+			lag = c.diskLag(id, t.cp)
 		}
-		c.note(Note{Kind: NoteAssigned, Task: id, Lag: c.lag(t), Detail: how})
+		c.note(Note{Kind: NoteAssigned, Task: id, Lag: lag, Detail: how})
 	}
 }
 
@@ -492,10 +508,6 @@ func (c *Core) opened(o Opened) {
 	}
 	// The ends were read after the assignment: fresh.
 	t.fresh = len(o.Ends) == len(t.stores)
-	if t.assignedHow != "" {
-		c.note(Note{Kind: NoteAssigned, Task: t.id, Lag: c.lag(t), Detail: t.assignedHow})
-		t.assignedHow = ""
-	}
 	fx := t.deferred
 	t.deferred = nil
 	for _, e := range fx {

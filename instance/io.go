@@ -224,16 +224,7 @@ type TaskView struct {
 func (c *Core) snapshot() *Snapshot {
 	s := &Snapshot{Lags: map[string]int64{}, Leaving: c.leaving}
 	for id, stores := range c.disk {
-		lag := int64(0)
-		for name, cp := range stores {
-			end, ok := c.ends[Key{id, name}]
-			if !ok {
-				lag = -1
-				break
-			}
-			lag = max(lag, end-cp)
-		}
-		if lag >= 0 {
+		if lag := c.diskLag(id, stores); lag != UnknownLag {
 			s.Lags[id] = lag
 		}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/baton-streams/baton"
 	"github.com/baton-streams/baton/cluster"
+	"github.com/baton-streams/baton/instance"
 	"github.com/baton-streams/baton/internal/counts"
 	"github.com/baton-streams/baton/internal/tick"
 	"github.com/baton-streams/baton/topology"
@@ -249,7 +250,11 @@ func (d *demo) listen(e baton.Event) {
 	case baton.EventRevoked:
 		d.say("%s commits and hands over %s", e.Instance, e.Task)
 	case baton.EventAssigned:
-		d.say("%s runs %s (%s, lag %d)", e.Instance, e.Task, e.Detail, e.Lag)
+		lag := fmt.Sprint(e.Lag)
+		if e.Lag == instance.UnknownLag {
+			lag = "unknown"
+		}
+		d.say("%s runs %s (%s, lag %s)", e.Instance, e.Task, e.Detail, lag)
 	}
 }
 
