@@ -317,9 +317,11 @@ func (c *Core) assignment(a Assignment) {
 			}
 		case slices.Contains(a.Active, id):
 			// About to be promoted by Assigned: keep it warm.
-		case t.life.Role == lifecycle.Learner && t.life.Ready && a.Followup:
-			// Its task was revoked for it this round and is assigned in
-			// the follow-up: keep reading the owner's last writes.
+		case t.life.Role == lifecycle.Learner && a.Followup:
+			// Its task may have been revoked for it this round, to be
+			// assigned in the follow-up: keep reading the owner's last
+			// writes (even if they put it past the acceptable lag for a
+			// moment) until the follow-up says.
 		default:
 			_ = c.step(t, lifecycle.Unassign)
 			delete(c.tasks, id)

@@ -108,6 +108,11 @@ func TestMeasureScaleGaps(t *testing.T) {
 	c.stop(t, 60*time.Second)
 	a.stop(t, 60*time.Second)
 	b.stop(t, 60*time.Second)
+	if os.Getenv("BATON_MEASURE_LOGS") != "" {
+		for id, p := range map[string]*proc{"a": a, "b": b, "c": c} {
+			t.Logf("instance %s:\n%s", id, p.stderr)
+		}
+	}
 }
 
 type sample struct {
@@ -151,7 +156,9 @@ func (s *sampler) run(stop <-chan struct{}) {
 				seen[task.ID] = in
 				key := task.ID + "@" + in
 				s.mu.Lock()
-				if task.Processed > s.last[key].processed {
+				// A task that comes back to an instance counts from 0
+				// again: any change of a positive count is progress.
+				if task.Processed > 0 && task.Processed != s.last[key].processed {
 					s.moves[task.ID] = append(s.moves[task.ID], now)
 					s.last[key] = sample{instance: in, processed: task.Processed}
 				}
