@@ -34,7 +34,11 @@ type committer interface {
 	// commit made durable.
 	done(r commitResult) instance.CommitDone
 	// lost: the member's partitions were lost; nothing open may commit.
-	lost()
+	// It returns the seq of a commit whose result the rebalance callback
+	// must wait for (0: none): until it is done the member must not
+	// rejoin, or an open transaction could commit under the new
+	// generation work another member has redone.
+	lost() int
 	// final commits the tasks' work and waits, at the end of Run.
 	final(ctx context.Context, tasks []*task) error
 	// abort gives up what is not committed, when Run fails.
@@ -247,7 +251,7 @@ func (c *atLeastOnce) done(r commitResult) instance.CommitDone {
 	return cd
 }
 
-func (c *atLeastOnce) lost() {}
+func (c *atLeastOnce) lost() int { return 0 }
 
 func (c *atLeastOnce) final(ctx context.Context, tasks []*task) error {
 	return c.a.waitFinal(ctx, c, tasks)

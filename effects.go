@@ -358,7 +358,9 @@ func (a *App) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]i
 func (a *App) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	ids := a.tasksOfPartitions(lost)
 	a.post(func(id int) instance.Input {
-		a.commit.lost()
+		if seq := a.commit.lost(); seq != 0 {
+			a.shell.holdUntil(id, seq)
+		}
 		return instance.Lost{Tasks: ids, Request: id}
 	})
 }

@@ -121,6 +121,12 @@ type transactional struct {
 	// offsetsAdded: the group's offsets are in the open transaction
 	// (committer goroutine only).
 	offsetsAdded bool
+	// lostSession: the partitions were lost while a transaction was
+	// open; the committer aborts instead of committing until the abort
+	// queued by lost is done. lostSeq counts those aborts, whose seqs are
+	// below finalSeq (never the core's).
+	lostSession atomic.Bool
+	lostSeq     int
 	// lostCommit and forceAbort, when set (tests), make the next commit
 	// report this error after it committed (an outcome lost on the way),
 	// or abort with it instead of committing.
@@ -247,12 +253,20 @@ func (c *transactional) rollback() {
 	}
 }
 
-func (c *transactional) lost() {
-	if c.produced.Load() > 0 || c.processed.Load() > 0 {
-		c.inflight++
-		c.jobs <- txnJob{seq: 0, abort: errors.New("baton: this member's partitions were lost (session expired)")}
+func (c *transactional) lost() int {
+	if c.inflight == 0 && c.produced.Load() == 0 && c.processed.Load() == 0 {
+		return 0
 	}
+	// A commit in flight must not go through: it aborts at its next step.
+	c.lostSession.Store(true)
+	c.inflight++
+	c.lostSeq++
+	seq := finalSeq - c.lostSeq
+	c.jobs <- txnJob{seq: seq, abort: errLostSession}
+	return seq
 }
+
+var errLostSession = errors.New("baton: this member's partitions were lost (session expired)")
 
 func (c *transactional) final(ctx context.Context, tasks []*task) error {
 	return c.a.waitFinal(ctx, c, tasks)
@@ -292,7 +306,14 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 	a := c.a
 	r := commitResult{seq: j.seq}
 	if j.abort != nil {
-		return c.abortTxn(r, j.abort)
+		r = c.abortTxn(r, j.abort)
+		if errors.Is(j.abort, errLostSession) {
+			c.lostSession.Store(false)
+		}
+		return r
+	}
+	if c.lostSession.Load() {
+		return c.abortTxn(r, errLostSession)
 	}
 	if err := c.forceAbort.Swap(nil); err != nil {
 		return c.abortTxn(r, *err)
@@ -308,6 +329,9 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 	}
 	if ctx.Err() != nil {
 		return commitResult{seq: j.seq, err: ctx.Err()}
+	}
+	if c.lostSession.Load() {
+		return c.abortTxn(r, errLostSession)
 	}
 	if c.produced.Load() == 0 {
 		// Nothing written: no transaction began in the cluster. The
@@ -336,6 +360,9 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 		return r
 	}
 	for {
+		if c.lostSession.Load() {
+			return c.abortTxn(r, errLostSession)
+		}
 		err := c.commitTxnOffsets(cctx, j.offsets)
 		if err == nil {
 			break
@@ -352,6 +379,9 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 			return c.abortTxn(r, fmt.Errorf("%w: %v", err, cctx.Err()))
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+	if c.lostSession.Load() {
+		return c.abortTxn(r, errLostSession)
 	}
 	if err := a.group.EndTransaction(cctx, kgo.TryCommit); err != nil {
 		return c.abortTxn(r, fmt.Errorf("baton: committing the transaction: %w", err))

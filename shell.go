@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -39,8 +40,10 @@ type request struct {
 type shell struct {
 	a    *App
 	core *instance.Core
-	// waiting holds the callbacks waiting for a Reply, by request id.
+	// waiting holds the callbacks waiting for a Reply, by request id;
+	// held, the replies that also wait for a commit (by its seq).
 	waiting map[int]chan struct{}
+	held    map[int][]int
 	nextReq int
 
 	polling   bool // a poll of the input is outstanding
@@ -106,7 +109,7 @@ func (a *App) post(in func(id int) instance.Input) {
 // loop is the App's control thread.
 func (a *App) loop(ctx context.Context) error {
 	defer a.ch.close()
-	s := &shell{a: a, waiting: map[int]chan struct{}{}}
+	s := &shell{a: a, waiting: map[int]chan struct{}{}, held: map[int][]int{}}
 	a.shell = s
 	s.core = instance.New(instance.Config{
 		AcceptableLag: a.cfg.acceptableLag,
@@ -365,9 +368,8 @@ func (s *shell) apply(fx []instance.Effect) {
 			a.log.Info("rejoining the group", "why", e.Detail)
 			a.group.ForceRebalance()
 		case instance.Reply:
-			if done, ok := s.waiting[e.Request]; ok {
-				close(done)
-				delete(s.waiting, e.Request)
+			if !s.isHeld(e.Request) {
+				s.reply(e.Request)
 			}
 		case instance.Publish:
 			a.publish(e.Snapshot)
@@ -544,11 +546,36 @@ func (a *App) openAsync(t *task) {
 	}()
 }
 
+// holdUntil makes the answer to request wait for commit seq too.
+func (s *shell) holdUntil(request, seq int) { s.held[seq] = append(s.held[seq], request) }
+
+func (s *shell) isHeld(request int) bool {
+	for _, reqs := range s.held {
+		if slices.Contains(reqs, request) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *shell) reply(request int) {
+	if done, ok := s.waiting[request]; ok {
+		close(done)
+		delete(s.waiting, request)
+	}
+}
+
 // committed finishes a commit and tells the core.
 func (s *shell) committed(r commitResult) {
 	cd := s.a.commit.done(r)
 	if r.seq > 0 {
 		s.step(cd)
+	}
+	if reqs, ok := s.held[r.seq]; ok {
+		delete(s.held, r.seq)
+		for _, req := range reqs {
+			s.reply(req)
+		}
 	}
 	// Under exactly-once, processing waited for the commit.
 	s.dispatch()
