@@ -3,8 +3,6 @@ package assign
 import (
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,23 +32,7 @@ var update = flag.Bool("update", false, "rewrite golden traces in testdata/scena
 //	                         restore a third of the state per round
 //	expect balanced          the current plan is stable and balanced
 func TestScenarios(t *testing.T) {
-	files, err := filepath.Glob("testdata/scenarios/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenario scripts found: %v", err)
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			script, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			trace, err := runScript(string(script))
-			if err != nil {
-				t.Fatalf("%s: %v\ntrace so far:\n%s", file, err, trace)
-			}
-			golden.Check(t, strings.TrimSuffix(file, ".txt")+".golden", []byte(trace), *update)
-		})
-	}
+	golden.Scripts(t, "testdata/scenarios/*.txt", runScript, *update)
 }
 
 func runScript(script string) (string, error) {

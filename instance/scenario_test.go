@@ -4,8 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,23 +34,7 @@ var update = flag.Bool("update", false, "rewrite golden traces in testdata/scena
 //
 // IDS is a comma-separated list.
 func TestScenarios(t *testing.T) {
-	files, err := filepath.Glob("testdata/scenarios/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no scenario scripts found: %v", err)
-	}
-	for _, file := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			script, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			trace, err := runScript(string(script))
-			if err != nil {
-				t.Fatalf("%s: %v\ntrace so far:\n%s", file, err, trace)
-			}
-			golden.Check(t, strings.TrimSuffix(file, ".txt")+".golden", []byte(trace), *update)
-		})
-	}
+	golden.Scripts(t, "testdata/scenarios/*.txt", runScript, *update)
 }
 
 func testStores(id string) ([]string, error) {

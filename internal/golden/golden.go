@@ -51,3 +51,30 @@ func FirstDiff(want, got string) string {
 	}
 	return ""
 }
+
+// Scripts runs every script matching pattern (say
+// "testdata/scenarios/*.txt") as a subtest named after the file: run turns
+// the script into a trace, which is compared with the .golden file next to
+// the script (rewritten with update). A script error fails the subtest
+// with the trace so far.
+func Scripts(t *testing.T, pattern string, run func(script string) (string, error), update bool) {
+	t.Helper()
+	files, err := filepath.Glob(pattern)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts match %s: %v", pattern, err)
+	}
+	for _, file := range files {
+		base := strings.TrimSuffix(file, filepath.Ext(file))
+		t.Run(filepath.Base(base), func(t *testing.T) {
+			script, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			trace, err := run(string(script))
+			if err != nil {
+				t.Fatalf("%s: %v\ntrace so far:\n%s", file, err, trace)
+			}
+			Check(t, base+".golden", []byte(trace), update)
+		})
+	}
+}
