@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/assign"
@@ -65,6 +66,7 @@ type App struct {
 
 	// Written by the loop only.
 	shell        *shell
+	closed       bool // close ran since the last open
 	tasks        map[string]*task
 	openingTasks map[string]bool
 	closing      map[string]chan struct{} // task -> closed when its stores' background close ends
@@ -94,7 +96,8 @@ type App struct {
 	// transaction must not commit under another (see commitTxnOffsets).
 	txnMember   atomic.Value // string
 	groupClient atomic.Pointer[kgo.Client]
-	running     atomic.Bool // Run was called
+	adminClient atomic.Pointer[kadm.Client] // a.admin, for the purger
+	running     atomic.Bool                 // Run was called
 }
 
 type storeRef struct {
@@ -153,11 +156,7 @@ func New(top *topology.Topology, opts ...Option) (*App, error) {
 	}
 	a.metrics = newMetrics(cfg.registerer, cfg.appID, cfg.instanceID)
 	a.snapshot.Store(&instance.Snapshot{Lags: map[string]int64{}})
-	if cfg.guarantee == ExactlyOnce {
-		a.commit = newTransactional(a)
-	} else {
-		a.commit = newAtLeastOnce(a)
-	}
+	a.commit = a.newCommitter()
 	return a, nil
 }
 
@@ -214,8 +213,34 @@ func (a *App) Run(ctx context.Context) (err error) {
 		}
 		return err
 	}
-	a.purger.start(a.admin)
+	a.purger.start(func() *kadm.Client { return a.adminClient.Load() })
 	defer a.purger.close()
+	for {
+		err := a.member(ctx)
+		if ctx.Err() != nil || !fenced(err) {
+			return err
+		}
+		// Another producer with this instance's transactional id took
+		// over (the brokers bumped its epoch while an outcome was lost, a
+		// broker restart): this client can no longer write. Kafka Streams
+		// closes its tasks and rejoins with a new producer; so does this.
+		a.log.Warn("the transactional producer was fenced; closing the tasks and joining again with a new client", "err", err)
+		a.metrics.memberRestarts.Inc()
+		a.close()
+		a.reset()
+		if err := a.open(); err != nil {
+			return err
+		}
+	}
+}
+
+// fenced reports whether err says the transactional producer was fenced.
+func fenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
+}
+
+// member runs the group member until the loop ends.
+func (a *App) member(ctx context.Context) error {
 	switch c := a.commit.(type) {
 	case *transactional:
 		if err := c.beginTxn(); err != nil {
@@ -230,6 +255,34 @@ func (a *App) Run(ctx context.Context) (err error) {
 	defer a.stopWorkers()
 	a.group.AddConsumeTopics(a.sourceTopics()...)
 	return a.loop(ctx)
+}
+
+// reset forgets the member's runtime state before it starts again: what
+// is on disk is read again by open.
+func (a *App) reset() {
+	a.runCtx, a.cancel = context.WithCancelCause(context.Background())
+	a.ch = newLoopChans()
+	a.shell = nil
+	a.tasks, a.openingTasks, a.closing = map[string]*task{}, map[string]bool{}, map[string]chan struct{}{}
+	a.backlog, a.diskCP = map[string][]*kgo.Record{}, map[string]map[string]int64{}
+	a.snapshot.Store(&instance.Snapshot{Lags: map[string]int64{}})
+	a.view.Store(&[]taskView{})
+	a.leaving.Store(false)
+	a.assignment.Store(nil)
+	select {
+	case <-a.wake:
+	default:
+	}
+	a.ledGen.Store(0)
+	a.txnMember.Store("")
+	a.commit = a.newCommitter()
+}
+
+func (a *App) newCommitter() committer {
+	if a.cfg.guarantee == ExactlyOnce {
+		return newTransactional(a)
+	}
+	return newAtLeastOnce(a)
 }
 
 func (a *App) open() error {
@@ -304,8 +357,9 @@ func (a *App) open() error {
 		a.releaseLock()
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	a.group, a.restore, a.admin = group, restore, kadm.NewClient(group)
+	a.group, a.restore, a.admin, a.closed = group, restore, kadm.NewClient(group), false
 	a.groupClient.Store(group)
+	a.adminClient.Store(a.admin)
 	return nil
 }
 
@@ -331,6 +385,10 @@ func (a *App) releaseLock() {
 }
 
 func (a *App) close() {
+	if a.closed {
+		return
+	}
+	a.closed = true
 	if a.ch.done != nil && a.group != nil {
 		a.stopPolling()
 	}

@@ -193,3 +193,42 @@ func TestRewindOffsets(t *testing.T) {
 		}
 	}
 }
+
+// TestExactlyOnceFencedRejoins: another producer takes the instance's
+// transactional id over while it processes (as when the brokers bump its
+// epoch after a lost commit outcome): its client is fenced and can no
+// longer write. The instance closes its tasks and joins again with a new
+// client instead of stopping, and every count stays exact.
+func TestExactlyOnceFencedRejoins(t *testing.T) {
+	h := newHarness(t, 4)
+	h.prefill(200)
+	a := h.start("a", WithGuarantee(ExactlyOnce))
+	h.eventually(60*time.Second, "a to run every task", func() bool { _, all := owners(a); return all })
+	h.waitExact(60 * time.Second)
+	f := h.startFlow(10 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond)
+	rogue, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.TransactionalID(a.app.transactionalID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rogue.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	// The rogue's first produce initializes its producer id: the brokers
+	// bump the epoch of the transactional id, fencing a's client. a's new
+	// client may fence the rogue in turn before its record or its abort
+	// lands: either way nothing of the rogue's is committed.
+	_ = rogue.ProduceSync(context.Background(), &kgo.Record{Topic: h.output, Key: []byte("rogue"), Value: []byte("1")}).FirstErr()
+	_ = rogue.EndTransaction(context.Background(), kgo.TryAbort)
+	rogue.Close()
+	restarts := func() float64 { return testutil.ToFloat64(a.app.metrics.memberRestarts) }
+	h.eventually(60*time.Second, "a to join again with a new client", func() bool { return restarts() > 0 })
+	f.stop()
+	select {
+	case err := <-a.done:
+		t.Fatalf("a stopped: %v", err)
+	default:
+	}
+	h.eventually(60*time.Second, "a to run every task again", func() bool { _, all := owners(a); return all })
+	h.waitExact(60 * time.Second)
+}

@@ -7,18 +7,19 @@ import (
 // metrics are the App's Prometheus metrics (docs/metrics.md). With no
 // registerer they are still kept, unregistered, so code never checks.
 type metrics struct {
-	processed     *prometheus.CounterVec
-	restored      *prometheus.CounterVec
-	lag           *prometheus.GaugeVec
-	rebalances    prometheus.Counter
-	replayed      prometheus.Counter
-	commitSeconds prometheus.Histogram
-	handover      prometheus.Histogram
-	badRecords    *prometheus.CounterVec
-	learners      prometheus.Gauge
-	generation    prometheus.Gauge
-	rebalance     prometheus.Histogram
-	transactions  *prometheus.CounterVec
+	processed      *prometheus.CounterVec
+	restored       *prometheus.CounterVec
+	lag            *prometheus.GaugeVec
+	rebalances     prometheus.Counter
+	memberRestarts prometheus.Counter
+	replayed       prometheus.Counter
+	commitSeconds  prometheus.Histogram
+	handover       prometheus.Histogram
+	badRecords     *prometheus.CounterVec
+	learners       prometheus.Gauge
+	generation     prometheus.Gauge
+	rebalance      prometheus.Histogram
+	transactions   *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer, appID, instance string) *metrics {
@@ -32,6 +33,8 @@ func newMetrics(r prometheus.Registerer, appID, instance string) *metrics {
 			Help: "Records the task's local state is behind its changelog, by task and role.", ConstLabels: labels}, []string{"task", "role"}),
 		rebalances: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_rebalances_total",
 			Help: "Rebalance rounds this instance took part in.", ConstLabels: labels}),
+		memberRestarts: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_member_restarts_total",
+			Help: "Times the instance closed its tasks and joined again with new clients (its transactional producer was fenced).", ConstLabels: labels}),
 		replayed: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_records_replayed_on_handover_total",
 			Help: "Records restored after a task became active here (on the critical path).", ConstLabels: labels}),
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "baton_commit_seconds",
@@ -53,7 +56,7 @@ func newMetrics(r prometheus.Registerer, appID, instance string) *metrics {
 			Help: "Transactions ended under exactly-once, by result (committed, aborted).", ConstLabels: labels}, []string{"result"}),
 	}
 	if r != nil {
-		for _, c := range []prometheus.Collector{m.processed, m.restored, m.lag, m.rebalances, m.replayed, m.commitSeconds, m.handover, m.badRecords, m.learners, m.generation, m.rebalance, m.transactions} {
+		for _, c := range []prometheus.Collector{m.processed, m.restored, m.lag, m.rebalances, m.replayed, m.commitSeconds, m.handover, m.badRecords, m.learners, m.generation, m.rebalance, m.transactions, m.memberRestarts} {
 			_ = r.Register(c)
 		}
 	}

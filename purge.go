@@ -55,8 +55,10 @@ func newPurger(topics []string, interval time.Duration, log *slog.Logger) *purge
 	return p
 }
 
-// start runs the purger's goroutine, which sends its requests with admin.
-func (p *purger) start(admin *kadm.Client) {
+// start runs the purger's goroutine, which sends each request with the
+// client admin returns then (the App's clients are replaced when its
+// member starts again).
+func (p *purger) start(admin func() *kadm.Client) {
 	if p == nil {
 		return
 	}
@@ -132,7 +134,7 @@ func (p *purger) take() kadm.Offsets {
 	return out
 }
 
-func (p *purger) run(admin *kadm.Client) {
+func (p *purger) run(admin func() *kadm.Client) {
 	defer close(p.done)
 	var last time.Time
 	for {
@@ -155,7 +157,7 @@ func (p *purger) run(admin *kadm.Client) {
 			continue
 		}
 		last = time.Now()
-		p.purge(admin, offsets)
+		p.purge(admin(), offsets)
 	}
 }
 
