@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -27,8 +28,10 @@ type committer interface {
 	// begin starts commit seq of the tasks' work (final: a revoke or the
 	// end waits for it).
 	begin(seq int, tasks []*task, final bool)
-	// exclusive reports whether processing must wait (a transaction is
-	// committing: every record processed belongs to the open one).
+	// exclusive reports whether processing must wait: a transaction is
+	// committing (every record processed belongs to the open one), or
+	// commits fall behind (processing may run one commit interval ahead
+	// of what is durable, no more).
 	exclusive() bool
 	// done finishes a commit on the loop: the stores get the writes the
 	// commit made durable.
@@ -158,11 +161,20 @@ type atLeastOnce struct {
 	a    *App
 	acks *acks
 	jobs chan aloJob
+	// Loop only: the commits begun and not done, and when the oldest of
+	// them began.
+	begun []time.Time
+	// session counts lost sessions: a commit begun before one does not
+	// commit its offsets (their partitions may be someone else's now).
+	session atomic.Uint64
+	lostSeq int
 }
 
 type aloJob struct {
 	seq     int
 	epoch   uint64
+	session uint64
+	barrier bool // nothing to commit: done once the jobs before it are
 	offsets map[string]map[int32]kgo.EpochOffset
 }
 
@@ -183,10 +195,20 @@ func (c *atLeastOnce) run(ctx context.Context) {
 		}
 		start := time.Now()
 		r := commitResult{seq: j.seq, epoch: j.epoch}
+		if j.barrier {
+			select {
+			case a.ch.commits <- r:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		r.err = c.acks.wait(wctx, j.epoch)
 		cancel()
-		if r.err == nil && len(j.offsets) > 0 {
+		if r.err == nil && j.session != c.session.Load() {
+			r.err = errLostSession // the sealed writes apply; the offsets are not ours to commit
+		} else if r.err == nil && len(j.offsets) > 0 {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			a.group.CommitOffsetsSync(cctx, j.offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 				r.err = offsetCommitErr(resp, err)
@@ -219,18 +241,24 @@ func (c *atLeastOnce) begin(seq int, tasks []*task, _ bool) {
 			s.seal(epoch)
 		}
 	}
-	c.jobs <- aloJob{seq: seq, epoch: epoch, offsets: inputOffsets(tasks)}
+	c.begun = append(c.begun, time.Now())
+	c.jobs <- aloJob{seq: seq, epoch: epoch, session: c.session.Load(), offsets: inputOffsets(tasks)}
 }
 
-func (c *atLeastOnce) exclusive() bool { return false }
+func (c *atLeastOnce) exclusive() bool {
+	return len(c.begun) > 0 && time.Since(c.begun[0]) > c.a.cfg.commitInterval
+}
 
 func (c *atLeastOnce) done(r commitResult) instance.CommitDone {
 	a := c.a
+	if len(c.begun) > 0 {
+		c.begun = c.begun[1:]
+	}
 	cd := instance.CommitDone{Seq: r.seq, Checkpoints: map[string]map[string]int64{}}
 	if r.err != nil {
 		cd.Err = r.err.Error()
 	}
-	if r.err != nil && !r.committed && errors.Is(r.err, context.Canceled) {
+	if r.err != nil && !r.committed && (errors.Is(r.err, context.Canceled) || errors.Is(r.err, context.DeadlineExceeded)) {
 		return cd // the acknowledgements never came: nothing is durable
 	}
 	for id, t := range a.tasks {
@@ -251,7 +279,19 @@ func (c *atLeastOnce) done(r commitResult) instance.CommitDone {
 	return cd
 }
 
-func (c *atLeastOnce) lost() int { return 0 }
+func (c *atLeastOnce) lost() int {
+	c.session.Add(1)
+	if len(c.begun) == 0 {
+		return 0
+	}
+	// The lost callback waits for the commits in flight, so the member
+	// cannot rejoin and commit their offsets under the new generation.
+	c.lostSeq++
+	seq := finalSeq - c.lostSeq
+	c.begun = append(c.begun, time.Now())
+	c.jobs <- aloJob{seq: seq, barrier: true}
+	return seq
+}
 
 func (c *atLeastOnce) final(ctx context.Context, tasks []*task) error {
 	return c.a.waitFinal(ctx, c, tasks)

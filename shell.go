@@ -265,8 +265,12 @@ func (s *shell) polled(f kgo.Fetches) {
 			a.backlog[id] = append(a.backlog[id], p.Records...)
 		}
 	})
-	s.requestPoll()
 	s.dispatch()
+	// A task's backlog waits while commits fall behind: poll no more
+	// until they catch up (committed polls again).
+	if !a.commit.exclusive() {
+		s.requestPoll()
+	}
 }
 
 // dispatch hands each running task its backlog on its worker and waits.
@@ -577,8 +581,9 @@ func (s *shell) committed(r commitResult) {
 			s.reply(req)
 		}
 	}
-	// Under exactly-once, processing waited for the commit.
+	// Processing may have waited for the commit.
 	s.dispatch()
+	s.requestPoll()
 }
 
 // rewoundDone: the input is back at the last commit (or the rewind failed
