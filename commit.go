@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -164,17 +163,11 @@ type atLeastOnce struct {
 	// Loop only: the commits begun and not done, and when the oldest of
 	// them began.
 	begun []time.Time
-	// session counts lost sessions: a commit begun before one does not
-	// commit its offsets (their partitions may be someone else's now).
-	session atomic.Uint64
-	lostSeq int
 }
 
 type aloJob struct {
 	seq     int
 	epoch   uint64
-	session uint64
-	barrier bool // nothing to commit: done once the jobs before it are
 	offsets map[string]map[int32]kgo.EpochOffset
 }
 
@@ -195,20 +188,10 @@ func (c *atLeastOnce) run(ctx context.Context) {
 		}
 		start := time.Now()
 		r := commitResult{seq: j.seq, epoch: j.epoch}
-		if j.barrier {
-			select {
-			case a.ch.commits <- r:
-			case <-ctx.Done():
-				return
-			}
-			continue
-		}
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		r.err = c.acks.wait(wctx, j.epoch)
 		cancel()
-		if r.err == nil && j.session != c.session.Load() {
-			r.err = errLostSession // the sealed writes apply; the offsets are not ours to commit
-		} else if r.err == nil && len(j.offsets) > 0 {
+		if r.err == nil && len(j.offsets) > 0 {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			a.group.CommitOffsetsSync(cctx, j.offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 				r.err = offsetCommitErr(resp, err)
@@ -242,7 +225,7 @@ func (c *atLeastOnce) begin(seq int, tasks []*task, _ bool) {
 		}
 	}
 	c.begun = append(c.begun, time.Now())
-	c.jobs <- aloJob{seq: seq, epoch: epoch, session: c.session.Load(), offsets: inputOffsets(tasks)}
+	c.jobs <- aloJob{seq: seq, epoch: epoch, offsets: inputOffsets(tasks)}
 }
 
 func (c *atLeastOnce) exclusive() bool {
@@ -279,19 +262,12 @@ func (c *atLeastOnce) done(r commitResult) instance.CommitDone {
 	return cd
 }
 
-func (c *atLeastOnce) lost() int {
-	c.session.Add(1)
-	if len(c.begun) == 0 {
-		return 0
-	}
-	// The lost callback waits for the commits in flight, so the member
-	// cannot rejoin and commit their offsets under the new generation.
-	c.lostSeq++
-	seq := finalSeq - c.lostSeq
-	c.begun = append(c.begun, time.Now())
-	c.jobs <- aloJob{seq: seq, barrier: true}
-	return seq
-}
+// lost lets the commits in flight go on: their offsets are of work whose
+// writes are acknowledged, so committing them, even for partitions that
+// are someone else's now, loses nothing (it can only make their next
+// owner process again what it already did); not committing them makes
+// every member that gets its partitions back process again what it did.
+func (c *atLeastOnce) lost() int { return 0 }
 
 func (c *atLeastOnce) final(ctx context.Context, tasks []*task) error {
 	return c.a.waitFinal(ctx, c, tasks)
