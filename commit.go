@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -84,70 +85,75 @@ func (a *App) waitFinal(ctx context.Context, c committer, tasks []*task) error {
 
 // acks counts produced records not yet acknowledged, by epoch: a commit
 // cuts an epoch and waits until every record of it and of the epochs
-// before is acknowledged, while processing goes on in the next.
+// before is acknowledged, while processing goes on in the next. Workers
+// and produce callbacks count with atomics only; cut runs on the loop and
+// wait on the commit path's goroutine.
 type acks struct {
-	mu       sync.Mutex
-	cond     *sync.Cond
-	epoch    uint64
-	inflight map[uint64]int
+	cur atomic.Pointer[epoch]
+}
+
+// epoch is one commit's share of the produced records.
+type epoch struct {
+	id     uint64
+	n      atomic.Int64
+	sealed atomic.Bool
+	zero   chan struct{} // closed once sealed with nothing in flight
+	once   sync.Once
+	prev   *epoch // the epoch before, until a wait saw it complete
 }
 
 func newAcks() *acks {
-	k := &acks{inflight: map[uint64]int{}}
-	k.cond = sync.NewCond(&k.mu)
+	k := &acks{}
+	k.cur.Store(&epoch{zero: make(chan struct{})})
 	return k
 }
 
-func (k *acks) add() uint64 {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.inflight[k.epoch]++
-	return k.epoch
+// add counts a record in the current epoch.
+func (k *acks) add() *epoch {
+	for {
+		e := k.cur.Load()
+		e.n.Add(1)
+		if k.cur.Load() == e {
+			return e
+		}
+		k.done(e) // cut meanwhile: count it in the next
+	}
 }
 
-func (k *acks) done(e uint64) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.inflight[e]--; k.inflight[e] <= 0 {
-		delete(k.inflight, e)
+// done uncounts an acknowledged record.
+func (k *acks) done(e *epoch) {
+	if e.n.Add(-1) == 0 {
+		e.check()
 	}
-	k.cond.Broadcast()
+}
+
+func (e *epoch) check() {
+	if e.sealed.Load() && e.n.Load() == 0 {
+		e.once.Do(func() { close(e.zero) })
+	}
 }
 
 // cut ends the current epoch and returns it.
-func (k *acks) cut() uint64 {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.epoch++
-	return k.epoch - 1
+func (k *acks) cut() *epoch {
+	old := k.cur.Load()
+	k.cur.Store(&epoch{id: old.id + 1, zero: make(chan struct{}), prev: old})
+	old.sealed.Store(true)
+	old.check()
+	return old
 }
 
-// wait returns once no record of epoch e or before is in flight.
-func (k *acks) wait(ctx context.Context, e uint64) error {
-	stop := context.AfterFunc(ctx, func() {
-		k.mu.Lock()
-		defer k.mu.Unlock()
-		k.cond.Broadcast()
-	})
-	defer stop()
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
+// wait returns once no record of epoch e or before is in flight. Waits
+// run in the order of their epochs.
+func (k *acks) wait(ctx context.Context, e *epoch) error {
+	for x := e; x != nil; x = x.prev {
+		select {
+		case <-x.zero:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		busy := false
-		for x := range k.inflight {
-			if x <= e {
-				busy = true
-				break
-			}
-		}
-		if !busy {
-			return nil
-		}
-		k.cond.Wait()
 	}
+	e.prev = nil // every epoch before is done: let them go
+	return nil
 }
 
 // atLeastOnce commits input offsets after the changelog and output writes
@@ -167,7 +173,7 @@ type atLeastOnce struct {
 
 type aloJob struct {
 	seq     int
-	epoch   uint64
+	epoch   *epoch
 	offsets map[string]map[int32]kgo.EpochOffset
 }
 
@@ -187,7 +193,7 @@ func (c *atLeastOnce) run(ctx context.Context) {
 		case j = <-c.jobs:
 		}
 		start := time.Now()
-		r := commitResult{seq: j.seq, epoch: j.epoch}
+		r := commitResult{seq: j.seq, epoch: j.epoch.id}
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		r.err = c.acks.wait(wctx, j.epoch)
 		cancel()
@@ -221,7 +227,7 @@ func (c *atLeastOnce) begin(seq int, tasks []*task, _ bool) {
 	epoch := c.acks.cut()
 	for _, t := range tasks {
 		for _, s := range t.stores {
-			s.seal(epoch)
+			s.seal(epoch.id)
 		}
 	}
 	c.begun = append(c.begun, time.Now())

@@ -265,12 +265,13 @@ func (s *shell) polled(f kgo.Fetches) {
 			a.backlog[id] = append(a.backlog[id], p.Records...)
 		}
 	})
-	s.dispatch()
-	// A task's backlog waits while commits fall behind: poll no more
-	// until they catch up (committed polls again).
+	// The next poll runs while the workers process, unless commits fall
+	// behind: then the backlog waits and nothing more is polled until
+	// they catch up (committed polls again).
 	if !a.commit.exclusive() {
 		s.requestPoll()
 	}
+	s.dispatch()
 }
 
 // dispatch hands each running task its backlog on its worker and waits.
