@@ -235,8 +235,11 @@ func (a *App) Run(ctx context.Context) (err error) {
 }
 
 // fenced reports whether err says the transactional producer was fenced.
+// Apache Kafka with transactions v2 answers the fenced producer's EndTxn
+// with INVALID_TXN_STATE, after which the client refuses every
+// transaction; kfake answers PRODUCER_FENCED or INVALID_PRODUCER_EPOCH.
 func fenced(err error) bool {
-	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.InvalidTxnState)
 }
 
 // member runs the group member until the loop ends.
