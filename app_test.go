@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/internal/counts"
@@ -222,6 +223,7 @@ func (h *harness) diagnose() {
 		}
 		h.t.Logf("instance %s:%s", r.app.InstanceID(), b.String())
 	}
+	h.logTopics()
 	buf := make([]byte, 1<<22)
 	buf = buf[:runtime.Stack(buf, true)]
 	var mine []string
@@ -231,4 +233,69 @@ func (h *harness) diagnose() {
 		}
 	}
 	h.t.Logf("runtime goroutines:\n%s", strings.Join(mine, "\n\n"))
+}
+
+// logTopics logs, per partition of the input, output and changelog, the
+// end offset, the last stable offset and any open transaction, and the
+// group's committed input offsets: enough to tell work never done from
+// work done but not yet readable.
+func (h *harness) logTopics() {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...))
+	if err != nil {
+		h.t.Logf("diagnostics: %v", err)
+		return
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	topics := []string{h.input, h.output}
+	if top, err := topology.WordCount(h.appID, h.input, h.output); err == nil {
+		for _, sub := range top.Subtopologies() {
+			for _, st := range sub.Stores {
+				topics = append(topics, st.Changelog)
+			}
+		}
+	}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		h.t.Logf("diagnostics: end offsets: %v", err)
+	}
+	stable, err := adm.ListCommittedOffsets(ctx, topics...)
+	if err != nil {
+		h.t.Logf("diagnostics: last stable offsets: %v", err)
+	}
+	committed, err := adm.FetchOffsets(ctx, h.appID)
+	if err != nil {
+		h.t.Logf("diagnostics: committed offsets: %v", err)
+	}
+	open := map[string][]string{}
+	set := kadm.TopicsSet{}
+	for _, topic := range topics {
+		set.Add(topic)
+	}
+	if prods, err := adm.DescribeProducers(ctx, set); err != nil {
+		h.t.Logf("diagnostics: producers: %v", err)
+	} else {
+		prods.EachProducer(func(d kadm.DescribedProducer) {
+			if d.CurrentTxnStartOffset >= 0 {
+				k := fmt.Sprintf("%s[%d]", d.Topic, d.Partition)
+				open[k] = append(open[k], fmt.Sprintf("producer %d epoch %d from offset %d", d.ProducerID, d.ProducerEpoch, d.CurrentTxnStartOffset))
+			}
+		})
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		k := fmt.Sprintf("%s[%d]", o.Topic, o.Partition)
+		line := fmt.Sprintf("%s: end %d", k, o.Offset)
+		if so, ok := stable.Lookup(o.Topic, o.Partition); ok {
+			line += fmt.Sprintf(", stable %d", so.Offset)
+		}
+		if co, ok := committed.Lookup(o.Topic, o.Partition); ok {
+			line += fmt.Sprintf(", committed %d", co.At)
+		}
+		if txns := open[k]; len(txns) > 0 {
+			line += ", open: " + strings.Join(txns, "; ")
+		}
+		h.t.Log(line)
+	})
 }
