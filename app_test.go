@@ -235,8 +235,8 @@ func (h *harness) diagnose() {
 	h.t.Logf("runtime goroutines:\n%s", strings.Join(mine, "\n\n"))
 }
 
-// logTopics logs, per partition of the input, output and changelog, the
-// end offset, the last stable offset and any open transaction, and the
+// logTopics logs, per partition of the input, output, changelog and
+// repartition topic, the start and end offset, the last stable offset and any open transaction, and the
 // group's committed input offsets: enough to tell work never done from
 // work done but not yet readable.
 func (h *harness) logTopics() {
@@ -255,7 +255,12 @@ func (h *harness) logTopics() {
 			for _, st := range sub.Stores {
 				topics = append(topics, st.Changelog)
 			}
+			topics = append(topics, sub.Repartition...)
 		}
+	}
+	starts, err := adm.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		h.t.Logf("diagnostics: start offsets: %v", err)
 	}
 	ends, err := adm.ListEndOffsets(ctx, topics...)
 	if err != nil {
@@ -287,6 +292,9 @@ func (h *harness) logTopics() {
 	ends.Each(func(o kadm.ListedOffset) {
 		k := fmt.Sprintf("%s[%d]", o.Topic, o.Partition)
 		line := fmt.Sprintf("%s: end %d", k, o.Offset)
+		if so, ok := starts.Lookup(o.Topic, o.Partition); ok && so.Offset > 0 {
+			line += fmt.Sprintf(", start %d", so.Offset)
+		}
 		if so, ok := stable.Lookup(o.Topic, o.Partition); ok {
 			line += fmt.Sprintf(", stable %d", so.Offset)
 		}
