@@ -137,6 +137,7 @@ type txnJob struct {
 	seq     int
 	final   bool
 	abort   error // abort the open transaction with this cause
+	skip    bool  // nothing to commit: answered in turn, after the jobs before it
 	offsets map[string]map[int32]kgo.EpochOffset
 }
 
@@ -181,14 +182,8 @@ func (c *transactional) produce(r *kgo.Record, promise func(*kgo.Record, error))
 func (c *transactional) begin(seq int, _ []*task, final bool) {
 	c.inflight++
 	if c.a.shell != nil && (c.a.shell.rewind || c.a.shell.rewinding) {
-		// Rolled back and not rewound yet: nothing to commit. (Answered
-		// from another goroutine: the loop is the one reading.)
-		go func() {
-			select {
-			case c.a.ch.commits <- commitResult{seq: seq}:
-			case <-c.a.ch.done:
-			}
-		}()
+		// Rolled back and not rewound yet: nothing to commit.
+		c.jobs <- txnJob{seq: seq, skip: true}
 		return
 	}
 	// Every active task's work is in the transaction.
@@ -305,6 +300,9 @@ var errTxnRetry = errors.New("baton: transaction commit postponed")
 func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 	a := c.a
 	r := commitResult{seq: j.seq}
+	if j.skip {
+		return r
+	}
 	if j.abort != nil {
 		r = c.abortTxn(r, j.abort)
 		if errors.Is(j.abort, errLostSession) {

@@ -80,8 +80,7 @@ func (c loopChans) close() { c.closeOnce.Do(func() { close(c.done) }) }
 type opened struct {
 	t      *task
 	in     instance.Opened
-	stores map[string]*taskStore
-	err    error
+	stores map[string]*taskStore // nil when in.Err says why not
 }
 
 func newLoopChans() loopChans {
@@ -501,7 +500,7 @@ func (s *shell) opened(o opened) {
 	t, ok := a.tasks[o.t.id]
 	if !ok || t != o.t || s.core.Role(o.t.id).Role == lifecycle.None {
 		// Dropped while opening: close what was opened.
-		if o.err == nil {
+		if o.in.Err == "" {
 			o.t.stores = o.stores
 			a.closeTask(o.t)
 		}
@@ -510,7 +509,7 @@ func (s *shell) opened(o opened) {
 		}
 		return
 	}
-	if o.err == nil {
+	if o.in.Err == "" {
 		t.stores = o.stores
 		for name, st := range o.stores {
 			o.in.Checkpoints[name] = st.checkpoint
@@ -540,7 +539,7 @@ func (a *App) openAsync(t *task) {
 			in.Err = err.Error()
 		}
 		select {
-		case a.ch.opened <- opened{t: t, in: in, stores: stores, err: err}:
+		case a.ch.opened <- opened{t: t, in: in, stores: stores}:
 		case <-a.ch.done:
 			for _, s := range stores {
 				if err := s.st.Close(); err != nil {
