@@ -19,20 +19,15 @@ import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
 import org.apache.kafka.common.config.ConfigResource;
-import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.CloseOptions;
 import org.apache.kafka.streams.KafkaStreams;
-import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.TaskMetadata;
 import org.apache.kafka.streams.ThreadMetadata;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.TopologyDescription;
-import org.apache.kafka.streams.kstream.Consumed;
-import org.apache.kafka.streams.kstream.Grouped;
-import org.apache.kafka.streams.kstream.Materialized;
-import org.apache.kafka.streams.kstream.Produced;
 
 /**
  * The Kafka Streams peer of {@code baton bench versus}: the wordcount of
@@ -161,11 +156,15 @@ public final class Main {
         Properties ap = new Properties();
         ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, f.brokers);
         ap.put(AdminClientConfig.CLIENT_ID_CONFIG, f.instance + "-startup");
-        try (Admin admin = Admin.create(ap)) {
+        ap.put(AdminClientConfig.RECONNECT_BACKOFF_MS_CONFIG, "1000");
+        ap.put(AdminClientConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG, "1000");
+        Admin admin = Admin.create(ap);
+        try {
             try {
-                admin.describeCluster().clusterId().get(10, TimeUnit.SECONDS);
+                admin.describeCluster(new DescribeClusterOptions().timeoutMs(10_000))
+                        .clusterId().get(11, TimeUnit.SECONDS);
             } catch (TimeoutException | ExecutionException e) {
-                throw new Fatal("brokers " + f.brokers + " unreachable: " + oneLine(e));
+                throw new Fatal("brokers " + f.brokers + " unreachable for 10 s");
             }
             if (!streamsProtocol) {
                 return;
@@ -189,6 +188,9 @@ public final class Main {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new Fatal("interrupted");
+        } finally {
+            // Not close(): it would wait up to a minute for calls in flight.
+            admin.close(Duration.ofSeconds(1));
         }
     }
 
