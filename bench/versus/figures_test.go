@@ -122,7 +122,7 @@ func TestLongestGap(t *testing.T) {
 		from, to time.Duration
 		want     time.Duration
 	}{
-		{nil, 10 * s, 20 * s, 10 * s},                          // silent all along
+		{nil, 10 * s, 20 * s, 10 * s},                           // silent all along
 		{[]time.Duration{9 * s, 12 * s}, 10 * s, 20 * s, 8 * s}, // silent after 12s
 		{[]time.Duration{9 * s, 13 * s, 20 * s}, 10 * s, 20 * s, 7 * s},
 		{[]time.Duration{5 * s, 19 * s, 25 * s}, 10 * s, 20 * s, 14 * s}, // the gap into from counts whole
