@@ -14,7 +14,7 @@
 //
 // # Lifecycle and ownership
 //
-// Run starts (or joins) the cluster and, per configuration and event, fresh
+// Execute starts (or joins) the cluster and, per configuration and event, fresh
 // topics, its own instances, a producer and an output reader, and stops all
 // of them before it returns, also on error or when ctx is done. Results are
 // plain values that marshal to JSON.
