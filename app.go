@@ -83,18 +83,20 @@ type App struct {
 	partsMu    sync.Mutex     // guards topicParts only; never held across I/O
 	topicParts map[string]int32
 	leaveNow   chan struct{} // closed by Leave
-
-	// Written by the group goroutine (kgo's callbacks).
-	assignment atomic.Pointer[protocol.Assignment]
-	wake       chan struct{} // a new assignment arrived
-	ledGen     atomic.Int32
-	joinedAt   atomic.Int64 // unix nanos of the last join, for the rebalance log line
-	lastPlan   atomic.Pointer[PlanStatus]
-	plansMu    sync.Mutex // guards plans only
-	plans      []PlanStatus
 	// txnMember is the member id under which the tasks were assigned: a
 	// transaction must not commit under another (see commitTxnOffsets).
-	txnMember   atomic.Value // string
+	// Set at assignment (group goroutine) and by the commit path once it
+	// saw the member change.
+	txnMember atomic.Value // string
+
+	// Written by the group goroutine (kgo's callbacks).
+	assignment  atomic.Pointer[protocol.Assignment]
+	wake        chan struct{} // a new assignment arrived
+	ledGen      atomic.Int32
+	joinedAt    atomic.Int64 // unix nanos of the last join, for the rebalance log line
+	lastPlan    atomic.Pointer[PlanStatus]
+	plansMu     sync.Mutex // guards plans only
+	plans       []PlanStatus
 	groupClient atomic.Pointer[kgo.Client]
 	adminClient atomic.Pointer[kadm.Client] // a.admin, for the purger
 	running     atomic.Bool                 // Run was called

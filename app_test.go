@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,6 +34,7 @@ type harness struct {
 	mu      sync.Mutex       // guards events
 	events  []Event
 	wmu     sync.Mutex // guards words while a flow produces
+	runs    []*running // every instance started, for diagnostics
 	prod    *kgo.Client
 	rng     *rand.Rand
 }
@@ -125,6 +127,7 @@ func (h *harness) start(id string, opts ...Option) *running {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{app: app, cancel: cancel, done: make(chan error, 1)}
+	h.runs = append(h.runs, r)
 	go func() { r.done <- app.Run(ctx) }()
 	h.t.Cleanup(func() {
 		cancel()
@@ -191,6 +194,7 @@ func (h *harness) waitExact(timeout time.Duration) {
 	if len(diff) > 10 {
 		diff = append(diff[:10], fmt.Sprintf("... %d more", len(diff)-10))
 	}
+	h.diagnose()
 	h.t.Fatalf("counts never matched (%d words produced):\n%s", len(h.words), strings.Join(diff, "\n"))
 }
 
@@ -206,4 +210,25 @@ func TestWordCountTwoInstances(t *testing.T) {
 	h.produce(200)
 	h.waitExact(30 * time.Second)
 	b.stop(t)
+}
+
+// diagnose logs, before a test gives up waiting, what every instance it
+// started reports and where the runtime's goroutines are.
+func (h *harness) diagnose() {
+	for _, r := range h.runs {
+		var b strings.Builder
+		for _, ts := range r.app.Status().Tasks {
+			fmt.Fprintf(&b, " %s=%s(processed %d, lag %d)", ts.ID, ts.Role, ts.Processed, ts.Lag)
+		}
+		h.t.Logf("instance %s:%s", r.app.InstanceID(), b.String())
+	}
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	var mine []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "baton-streams/baton.") && !strings.Contains(g, "testing.tRunner") {
+			mine = append(mine, g)
+		}
+	}
+	h.t.Logf("runtime goroutines:\n%s", strings.Join(mine, "\n\n"))
 }

@@ -49,7 +49,7 @@ func (a *App) badRecord(t *task, r *kgo.Record, err error) error {
 	if p.deadLetter == "" {
 		return nil
 	}
-	dl := &kgo.Record{Topic: p.deadLetter, Key: clone(r.Key), Value: clone(r.Value), Headers: append([]kgo.RecordHeader(nil), r.Headers...)}
+	dl := &kgo.Record{Topic: p.deadLetter, Key: clone(r.Key), Value: clone(r.Value), Timestamp: r.Timestamp, Headers: append([]kgo.RecordHeader(nil), r.Headers...)}
 	dl.Headers = append(dl.Headers,
 		kgo.RecordHeader{Key: "baton.source.topic", Value: []byte(r.Topic)},
 		kgo.RecordHeader{Key: "baton.source.partition", Value: []byte(strconv.Itoa(int(r.Partition)))},

@@ -13,7 +13,6 @@ import (
 
 	"github.com/baton-streams/baton/assign"
 	"github.com/baton-streams/baton/instance"
-	"github.com/baton-streams/baton/lifecycle"
 	"github.com/baton-streams/baton/member"
 	"github.com/baton-streams/baton/protocol"
 	"github.com/baton-streams/baton/state"
@@ -484,5 +483,3 @@ func strs(ids []assign.TaskID) []string {
 	}
 	return out
 }
-
-var _ = lifecycle.Active

@@ -162,6 +162,7 @@ func (h *harness) waitAtLeast(timeout time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
+			h.diagnose()
 			h.t.Fatalf("a count is lower than its occurrences (lost data): %s", low)
 		}
 		time.Sleep(200 * time.Millisecond)

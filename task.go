@@ -30,9 +30,9 @@ type task struct {
 
 	// Handover figures.
 	assignedAt time.Time
-	replayed   int64 // records restored after becoming active
-	first      bool  // first record processed since assigned
-	lastRecord time.Time
+	replayed   int64     // records restored after becoming active
+	first      bool      // first record processed since assigned
+	lastRecord time.Time // timestamp of the record in process, or of the last one
 	lastAt     time.Time // when the last record was processed
 
 	processed atomic.Int64
@@ -118,7 +118,7 @@ func (c *taskContext) Send(topic string, key, value []byte) error {
 	if err != nil {
 		return err
 	}
-	rec := &kgo.Record{Topic: topic, Partition: topology.Partition(key, n), Key: clone(key), Value: clone(value)}
+	rec := &kgo.Record{Topic: topic, Partition: topology.Partition(key, n), Key: clone(key), Value: clone(value), Timestamp: c.t.lastRecord}
 	c.a.produce(rec, c.a.produced)
 	return nil
 }
@@ -167,7 +167,7 @@ func (v *storeView) write(key, value []byte) error {
 	}
 	v.s.pending[string(k)] = pendingWrite{value: value}
 	s := v.s
-	rec := &kgo.Record{Topic: s.changelog, Partition: v.c.t.part, Key: k, Value: value}
+	rec := &kgo.Record{Topic: s.changelog, Partition: v.c.t.part, Key: k, Value: value, Timestamp: v.c.t.lastRecord}
 	s.last = rec
 	v.c.a.produce(rec, func(r *kgo.Record, err error) {
 		if err != nil {
@@ -234,6 +234,7 @@ func (w *worker) run(a *App) {
 func (a *App) process(t *task, recs []*kgo.Record) error {
 	for _, r := range recs {
 		rec := topology.Record{Key: r.Key, Value: r.Value, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp}
+		t.lastRecord = r.Timestamp // what it writes carries it
 		if err := t.proc.Process(t.ctx, rec); err != nil {
 			if err := a.badRecord(t, r, err); err != nil {
 				return fmt.Errorf("baton: task %s: %w", t.id, err)
@@ -246,7 +247,6 @@ func (a *App) process(t *task, recs []*kgo.Record) error {
 			a.emit(Event{Kind: EventFirstRecord, Task: t.id, Record: r.Timestamp})
 			a.metrics.handover.Observe(time.Since(t.assignedAt).Seconds())
 		}
-		t.lastRecord = r.Timestamp
 	}
 	if len(recs) > 0 {
 		t.lastAt = time.Now()

@@ -48,6 +48,8 @@ type Context interface {
 	// runtime partitions it by key with Kafka's default murmur2 partitioner
 	// (see Partition), so kcat and Java clients agree. Send does not retain
 	// key or value after it returns (the runtime copies what it keeps).
+	// The record carries the timestamp of the input record in process, as
+	// in Kafka Streams, so latency can be read off any output.
 	Send(topic string, key, value []byte) error
 }
 

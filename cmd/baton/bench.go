@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -27,8 +29,37 @@ figures as JSON (and, for scale, an SVG picture).`,
 	Args: cobra.NoArgs,
 }
 
+// cpuProfile is where --cpuprofile writes; profiling is the open file.
+var (
+	cpuProfile string
+	profiling  *os.File
+)
+
 func init() {
 	rootCmd.AddCommand(benchCmd)
+	benchCmd.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (cluster and instances share the process) to this file")
+	benchCmd.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if cpuProfile == "" {
+			return nil
+		}
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		profiling = f
+		return nil
+	}
+	benchCmd.PersistentPostRunE = func(*cobra.Command, []string) error {
+		if profiling == nil {
+			return nil
+		}
+		pprof.StopCPUProfile()
+		return profiling.Close()
+	}
 	benchCmd.AddCommand(benchScaleCmd(), benchRestoreCmd(), benchThroughputCmd(), benchHeartbeatCmd())
 }
 
