@@ -446,7 +446,9 @@ func (s *session) check(running ...string) error {
 	}
 	for _, n := range running {
 		if p := s.procs[n]; p != nil && p.exited() {
-			return fmt.Errorf("instance %s exited: %v (log: %s)", n, p.err, filepath.Join(s.dir, n+".log"))
+			log := filepath.Join(s.dir, n+".log")
+			last, _ := os.ReadFile(log)
+			return fmt.Errorf("instance %s exited: %v: %s (log: %s)", n, p.err, strings.TrimSpace(tail(string(last), 1)), log)
 		}
 	}
 	return nil
