@@ -67,7 +67,7 @@ type Latency struct {
 type PartitionFigures struct {
 	Partition int32  `json:"partition"`
 	From      string `json:"from"` // active owner of 1_p at the event ("" if unknown)
-	To        string `json:"to"`   // active owner at the end of the window
+	To        string `json:"to"`   // active owner at the end of the window, or when balanced if later
 	Moved     bool   `json:"moved"`
 	// SteadyMedian and SteadyLongest are the median and longest gap
 	// between arrivals in the steady window (the partition's normal
@@ -123,12 +123,20 @@ func Analyze(rec Recording, ev Event) EventFigures {
 		}
 	}
 	ef.Steady, ef.After = Summarize(steady), Summarize(after)
+	// Who runs what is read until the group balanced, when that was
+	// after the window: a move late in the window shows only then.
+	settled := end
+	balancedAt, balanced := BalancedAt(rec.Status, rec.Partitions, ev.Live, ev.At)
+	if balanced {
+		ef.Balanced, ef.TimeToBalance = true, balancedAt-ev.At
+		settled = max(settled, balancedAt)
+	}
 	before := ActiveOwners(rec.Status, ev.At)
-	atEnd := ActiveOwners(rec.Status, end)
+	atEnd := ActiveOwners(rec.Status, settled)
 	for p := range rec.Partitions {
 		task := "1_" + strconv.Itoa(int(p))
 		pf := PartitionFigures{Partition: p, From: before[task], To: atEnd[task]}
-		pf.Moved = pf.From != "" && movedAway(rec.Status, task, pf.From, ev.At, end)
+		pf.Moved = pf.From != "" && movedAway(rec.Status, task, pf.From, ev.At, settled)
 		pf.SteadyMedian, pf.SteadyLongest = steadyGaps(byPart[p], ev.At-ev.Steady, ev.At)
 		pf.Longest = LongestGap(byPart[p], ev.At, end)
 		if pf.Longest > StallGap {
@@ -144,9 +152,6 @@ func Analyze(rec Recording, ev Event) EventFigures {
 			ef.UnmovedSteadyMedian = max(ef.UnmovedSteadyMedian, pf.SteadyMedian)
 		}
 		ef.Partitions = append(ef.Partitions, pf)
-	}
-	if at, ok := BalancedAt(rec.Status, rec.Partitions, ev.Live, ev.At); ok {
-		ef.Balanced, ef.TimeToBalance = true, at-ev.At
 	}
 	return ef
 }

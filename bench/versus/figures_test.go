@@ -109,6 +109,12 @@ func TestAnalyzeKilledOwner(t *testing.T) {
 	if ef.MovedLongestGap != 5100*ms || ef.Stalled != 1 || !ef.Balanced || ef.TimeToBalance != 5*time.Second {
 		t.Fatalf("figures %+v", ef)
 	}
+	// A window that ends before the move still sees it: ownership is read
+	// until the group balanced.
+	short := Analyze(rec, Event{At: 10 * time.Second, Steady: 5 * time.Second, After: 3 * time.Second, Live: []string{"a"}})
+	if short.Moved != 1 || short.Partitions[1].To != "a" || short.MovedLongestGap != 3*time.Second+100*ms {
+		t.Fatalf("short window: partition 1 %+v", short.Partitions[1])
+	}
 	// At 14s b's last line (9s) is stale: nobody runs 1_1.
 	if o := ActiveOwners(rec.Status, 14*time.Second); o["1_1"] != "" {
 		t.Fatalf("owner of 1_1 at 14s: %q", o["1_1"])

@@ -25,8 +25,12 @@ func Print(w io.Writer, res *Result) error {
 			if r.Event != ev {
 				continue
 			}
+			if r.Unsupported != "" {
+				fmt.Fprintf(tw, "%s\tnot supported (below)\t\t\t\t\t\t\t\t\t\t\t\t\t\n", r.Configuration)
+				continue
+			}
 			if r.Error != "" && r.Recording == nil {
-				fmt.Fprintf(tw, "%s\tFAILED: %s\t\t\t\t\t\t\t\t\t\t\t\t\t\n", r.Configuration, clip(r.Error))
+				fmt.Fprintf(tw, "%s\tFAILED (below)\t\t\t\t\t\t\t\t\t\t\t\t\t\n", r.Configuration)
 				continue
 			}
 			f := r.Figures
@@ -61,6 +65,9 @@ func Print(w io.Writer, res *Result) error {
 		fmt.Fprintln(w)
 	}
 	for _, r := range res.Runs {
+		if r.Unsupported != "" {
+			fmt.Fprintf(w, "%s %s not supported: %s\n", r.Configuration, r.Event, r.Unsupported)
+		}
 		if r.Error != "" {
 			fmt.Fprintf(w, "%s %s FAILED: %s\n", r.Configuration, r.Event, r.Error)
 		}

@@ -124,6 +124,10 @@ type Run struct {
 	Produced      int64         `json:"produced_lines"`
 	Elapsed       time.Duration `json:"elapsed_ns"`
 	Error         string        `json:"error,omitempty"`
+	// Unsupported is the engine's refusal of a setting the event needs
+	// (the contract: a non-zero exit at start-up, before any status
+	// line, with one line on stderr naming it).
+	Unsupported string `json:"unsupported,omitempty"`
 	// Recording is written to a file of its own.
 	Recording *Recording `json:"-"`
 	Window    Event      `json:"window"`
@@ -454,6 +458,25 @@ func (s *session) check(running ...string) error {
 	return nil
 }
 
+// refused returns the last stderr line of an instance that exited with an
+// error before printing any status line: the engine refused a setting.
+func (s *session) refused() (string, bool) {
+	s.mu.Lock()
+	printed := map[string]bool{}
+	for _, st := range s.status {
+		printed[st.Line.Instance] = true
+	}
+	s.mu.Unlock()
+	for _, n := range slices.Sorted(maps.Keys(s.procs)) {
+		p := s.procs[n]
+		if p.exited() && p.err != nil && !printed[n] {
+			last, _ := os.ReadFile(filepath.Join(s.dir, n+".log"))
+			return strings.TrimSpace(tail(string(last), 1)), true
+		}
+	}
+	return "", false
+}
+
 // waitFor polls cond every 200ms until it holds, the running instances
 // fail, or timeout passes.
 func (s *session) waitFor(ctx context.Context, timeout time.Duration, what string, cond func() bool, running ...string) error {
@@ -572,6 +595,10 @@ func runEvent(ctx context.Context, cfg Config, brokers []string, conf Configurat
 			return ProcessedAt(rec.Status, s.now()) >= int64(lines) && seen >= words
 		}, sh.initial...)
 		if err != nil {
+			if line, ok := s.refused(); ok {
+				r.Unsupported = line
+				return nil
+			}
 			return err
 		}
 		fctx, stopFlow := context.WithCancel(ctx)
