@@ -45,7 +45,16 @@ With --instance-id the instance is a static member of the group (Kafka's
 group.instance.id). --on-stop restart then makes SIGTERM commit, close the
 stores and exit without leaving the group: restarted with the same
 --instance-id and --state-dir within --session-timeout, the instance gets
-its tasks back and nothing moves.`,
+its tasks back and nothing moves.
+
+With --status-every DURATION it prints, at that period, one JSON line on
+stdout as every engine of "baton bench versus" does (compare/README.md):
+{"engine":"baton","instance":NAME,"time_ms":...,"state":"RUNNING",
+"active":[...],"standby":[...],"warmup":[...],"processed":N}. NAME is
+--instance (a label only; default the instance id); active, standby and
+warmup list the tasks with role active, standby and learner; processed
+counts the input lines the instance's 0_* tasks processed since it
+started; state is STARTING, RUNNING (in a group generation) or LEAVING.`,
 	Args: cobra.NoArgs,
 	RunE: runWordcount,
 }
@@ -67,6 +76,8 @@ func init() {
 	f.String("guarantee", "at-least-once", "processing guarantee: at-least-once or exactly-once (Kafka transactions)")
 	f.Duration("transaction-timeout", 10*time.Second, "with --guarantee exactly-once: how long the cluster keeps a dead instance's open transaction (holding up its changelogs and output) before aborting it")
 	f.String("instance-id", "", "instance id, also the static group member id (group.instance.id); default: host-pid-random, not static")
+	f.Duration("status-every", 0, "print a JSON status line on stdout at this period (0: never); see above")
+	f.String("instance", "", "the instance's name in status lines only, not a group member id (default: the instance id)")
 	f.String("on-stop", "drain", "what SIGTERM does: drain (tasks move to warm copies, then leave) or restart (commit and exit still a member; needs --instance-id)")
 	f.Int("replication-factor", 0, "replication factor of the topics baton creates (changelogs, repartition topics, output) (default min(3, brokers in the cluster))")
 	f.Int("min-insync-replicas", 0, "min.insync.replicas of the topics baton creates (default min(2, replication factor - 1), at least 1)")
@@ -140,6 +151,9 @@ func runWordcount(cmd *cobra.Command, _ []string) error {
 			return usageErr(fmt.Errorf("--min-insync-replicas: must not exceed --replication-factor (%d), got %d", num("replication-factor"), num("min-insync-replicas")))
 		}
 		topicOpts = append(topicOpts, baton.WithMinInSyncReplicas(num("min-insync-replicas")))
+	}
+	if d := dur("status-every"); d < 0 {
+		return usageErr(fmt.Errorf("--status-every: must be >= 0, got %v", d))
 	}
 	if d := dur("repartition-purge-interval"); d < 0 {
 		return usageErr(fmt.Errorf("--repartition-purge-interval: must be >= 0, got %v", d))
@@ -221,6 +235,19 @@ func runWordcount(cmd *cobra.Command, _ []string) error {
 		pctx, stopBars := context.WithCancel(context.Background())
 		go pg.watch(pctx, app.Status)
 		defer func() { stopBars(); pg.stop() }()
+	}
+	if every := dur("status-every"); every > 0 {
+		name := str("instance")
+		if name == "" {
+			name = app.InstanceID()
+		}
+		sctx, stopStatus := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			printStatus(sctx, os.Stdout, every, name, app.Status)
+		}()
+		defer func() { stopStatus(); <-done }()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sig := make(chan os.Signal, 2)

@@ -1,0 +1,96 @@
+package versus
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+// Print writes one table per event (a row per configuration) and the
+// throughput table.
+func Print(w io.Writer, res *Result) error {
+	var events []string
+	for _, r := range res.Runs {
+		if !slices.Contains(events, r.Event) {
+			events = append(events, r.Event)
+		}
+	}
+	for _, ev := range events {
+		fmt.Fprintf(w, "%s (latency and gaps: %v steady before, %v after)\n", ev, res.Config.Steady, res.Config.After)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "engine\tp50\tp99\tmax\tsteady p50\tp99\tmax\tmoved\tmoved gap\tunmoved gap\tsteady gap\tstalled>1s\tbalanced\tcounts\t")
+		for _, r := range res.Runs {
+			if r.Event != ev {
+				continue
+			}
+			if r.Unsupported != "" {
+				fmt.Fprintf(tw, "%s\tnot supported (below)\t\t\t\t\t\t\t\t\t\t\t\t\t\n", r.Configuration)
+				continue
+			}
+			if r.Error != "" && r.Recording == nil {
+				fmt.Fprintf(tw, "%s\tFAILED (below)\t\t\t\t\t\t\t\t\t\t\t\t\t\n", r.Configuration)
+				continue
+			}
+			f := r.Figures
+			bal := "not balanced"
+			if f.Balanced {
+				bal = secs(f.TimeToBalance)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%d\t%s\t%s\t\n", r.Configuration,
+				dur(f.After.P50), dur(f.After.P99), dur(f.After.Max), dur(f.Steady.P50), dur(f.Steady.P99), dur(f.Steady.Max),
+				f.Moved, f.Moved+f.Unmoved, dur(f.MovedLongestGap), dur(f.UnmovedLongestGap), dur(f.UnmovedSteadyGap),
+				f.Stalled, bal, countsCell(r))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+	if len(res.Throughput) > 0 {
+		fmt.Fprintf(w, "backlog: %d lines, 2 instances from a cold start\n", res.Config.Backlog)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "engine\tfrom start\tfrom first line\tlines/s\t")
+		for _, t := range res.Throughput {
+			if t.Error != "" {
+				fmt.Fprintf(tw, "%s\tFAILED: %s\t\t\t\n", t.Configuration, clip(t.Error))
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t\n", t.Configuration, secs(t.FromStart), secs(t.FromFirst), t.LinesPerSec)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+	for _, r := range res.Runs {
+		if r.Unsupported != "" {
+			fmt.Fprintf(w, "%s %s not supported: %s\n", r.Configuration, r.Event, r.Unsupported)
+		}
+		if r.Error != "" {
+			fmt.Fprintf(w, "%s %s FAILED: %s\n", r.Configuration, r.Event, r.Error)
+		}
+	}
+	return nil
+}
+
+func countsCell(r Run) string {
+	c := r.Counts
+	switch {
+	case c.Words == 0:
+		return "-"
+	case c.Exact():
+		return fmt.Sprintf("exact (%d words)", c.Words)
+	}
+	return fmt.Sprintf("%d lost, %d over of %d", c.Lost, c.Over, c.Words)
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
+
+func dur(d time.Duration) string {
+	if d >= 10*time.Second {
+		return secs(d)
+	}
+	return fmt.Sprintf("%dms", d.Milliseconds())
+}

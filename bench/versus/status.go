@@ -1,0 +1,81 @@
+package versus
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// StatusLine is the JSON line every engine prints on stdout once a second
+// (compare/README.md, "The contract every peer keeps").
+type StatusLine struct {
+	Engine   string   `json:"engine"`
+	Instance string   `json:"instance"`
+	TimeMS   int64    `json:"time_ms"`
+	State    string   `json:"state"`
+	Active   []string `json:"active"`
+	Standby  []string `json:"standby"`
+	Warmup   []string `json:"warmup"`
+	// Processed counts input records (lines) this instance processed
+	// since it started.
+	Processed int64 `json:"processed"`
+}
+
+// ParseStatusLine decodes one stdout line of an engine. A line that is not
+// a JSON object is not a status line: ok is false and err nil, so engines
+// may print other lines. A JSON object without engine or instance is an
+// error naming what is missing.
+func ParseStatusLine(line string) (s StatusLine, ok bool, err error) {
+	line = strings.TrimSpace(line)
+	if !strings.HasPrefix(line, "{") {
+		return StatusLine{}, false, nil
+	}
+	if err := json.Unmarshal([]byte(line), &s); err != nil {
+		return StatusLine{}, false, fmt.Errorf("versus: status line %q: %w", clip(line), err)
+	}
+	if s.Engine == "" || s.Instance == "" {
+		return StatusLine{}, false, fmt.Errorf("versus: status line %q: engine and instance are required", clip(line))
+	}
+	return s, true, nil
+}
+
+func clip(s string) string {
+	if len(s) > 120 {
+		return s[:120] + "..."
+	}
+	return s
+}
+
+// ProcessedCounter turns samples of per-task counters that restart when a
+// task is closed and opened again (baton's TaskStatus.Processed) into one
+// counter that only grows: what the contract's processed field is. It is
+// not safe for concurrent use.
+type ProcessedCounter struct {
+	last  map[string]int64
+	total int64
+}
+
+// Observe takes the current counters of the tasks an instance has open
+// (tasks not listed are closed) and returns the running total. A counter
+// below its last value was reset: all of it is new.
+func (c *ProcessedCounter) Observe(counters map[string]int64) int64 {
+	if c.last == nil {
+		c.last = map[string]int64{}
+	}
+	for task, n := range counters {
+		prev, seen := c.last[task]
+		switch {
+		case !seen || n < prev:
+			c.total += n
+		default:
+			c.total += n - prev
+		}
+		c.last[task] = n
+	}
+	for task := range c.last {
+		if _, open := counters[task]; !open {
+			delete(c.last, task)
+		}
+	}
+	return c.total
+}
