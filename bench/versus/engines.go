@@ -29,9 +29,8 @@ func Configurations() []Configuration {
 		{Name: "baton-eager", Engine: "baton", Args: []string{"--policy", "eager"}},
 		{Name: "kstreams", Engine: "kstreams"},
 		{Name: "kstreams-probe1m", Engine: "kstreams", Args: []string{"--probing-interval-ms", "60000"}},
-		// The streams rebalance protocol (KIP-1071) must be enabled on
-		// the brokers; compare/kstreams/README.md names the setting, pass
-		// it with --broker-set until it is recorded here.
+		// The streams rebalance protocol (KIP-1071): Apache Kafka 4.4
+		// enables it by default (group.coordinator.rebalance.protocols).
 		{Name: "kstreams-streams", Engine: "kstreams", Args: []string{"--group-protocol", "streams"}},
 		{Name: "goka", Engine: "goka"},
 	}
@@ -116,7 +115,7 @@ func buildEngine(engine, batonExe, compareDir, outDir string) (command, error) {
 		return command{path: batonExe, pre: []string{"run", "wordcount"}}, nil
 	}
 	if !PeerAvailable(compareDir, engine) {
-		return command{}, fmt.Errorf("versus: engine %s: %s not found (the peer lives on its own branch until merged)",
+		return command{}, fmt.Errorf("versus: engine %s: %s not found",
 			engine, filepath.Join(compareDir, engine, "build.sh"))
 	}
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
