@@ -346,7 +346,8 @@ type Counts struct {
 }
 
 // CheckCounts compares the last count per word on the output with the
-// true occurrences. Examples name up to three wrong words, sorted.
+// true occurrences. Examples name up to three wrong words, sorted, lost
+// ones first.
 func CheckCounts(truth, got map[string]int64) Counts {
 	c := Counts{Words: len(truth)}
 	words := make([]string, 0, len(truth))
@@ -354,20 +355,26 @@ func CheckCounts(truth, got map[string]int64) Counts {
 		words = append(words, w)
 	}
 	slices.Sort(words)
+	var over []string
 	for _, w := range words {
 		n, g := truth[w], got[w]
 		if g == n {
 			continue
 		}
+		ex := fmt.Sprintf("%s: %d counted, %d in the input", w, g, n)
 		if g < n {
 			c.Lost++
+			if len(c.Example) < 3 {
+				c.Example = append(c.Example, ex)
+			}
 		} else {
 			c.Over++
-		}
-		if len(c.Example) < 3 {
-			c.Example = append(c.Example, fmt.Sprintf("%s: %d counted, %d in the input", w, g, n))
+			if len(over) < 3 {
+				over = append(over, ex)
+			}
 		}
 	}
+	c.Example = append(c.Example, over[:min(len(over), 3-len(c.Example))]...)
 	for w := range got {
 		if _, ok := truth[w]; !ok {
 			c.Over++

@@ -163,6 +163,11 @@ func TestCheckCounts(t *testing.T) {
 	if !CheckCounts(truth, map[string]int64{"a": 3, "b": 2, "c": 1}).Exact() {
 		t.Fatal("equal counts: not exact")
 	}
+	// Lost words are named before over-counted ones, whatever their order.
+	c = CheckCounts(map[string]int64{"a": 1, "b": 1, "c": 1, "d": 1, "z": 2}, map[string]int64{"a": 2, "b": 2, "c": 2, "d": 2, "z": 1})
+	if len(c.Example) != 3 || c.Example[0] != "z: 1 counted, 2 in the input" {
+		t.Fatalf("examples %q: want the lost word z first", c.Example)
+	}
 }
 
 func TestProcessed(t *testing.T) {

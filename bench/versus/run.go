@@ -351,23 +351,30 @@ func words(i, perLine, keys int) []string {
 	return ws
 }
 
-// produce sends lines [from, from+n) with the send time as timestamp.
+// produce sends lines [from, from+n) with the send time as timestamp and
+// counts their words once the cluster has them all. It is not cancelled
+// half-way (a line sent but not counted, or counted but not sent, would
+// show as a wrong count): ctx only bounds it, with a minute more.
 func (s *session) produce(ctx context.Context, from, n int) error {
 	recs := make([]*kgo.Record, 0, n)
-	s.mu.Lock()
 	now := time.Now()
 	for i := from; i < from+n; i++ {
 		ws := words(i, s.cfg.WordsPerLine, s.cfg.Keys)
-		for _, w := range ws {
-			s.truth[w]++
-		}
 		// Keyed, so that lines spread over the partitions.
 		recs = append(recs, &kgo.Record{Topic: s.input, Key: []byte(strconv.Itoa(i)), Value: []byte(strings.Join(ws, " ")), Timestamp: now})
 	}
-	s.mu.Unlock()
-	if err := s.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := s.cl.ProduceSync(pctx, recs...).FirstErr(); err != nil {
 		return fmt.Errorf("producing to %s: %w", s.input, err)
 	}
+	s.mu.Lock()
+	for i := from; i < from+n; i++ {
+		for _, w := range words(i, s.cfg.WordsPerLine, s.cfg.Keys) {
+			s.truth[w]++
+		}
+	}
+	s.mu.Unlock()
 	s.produced.Add(int64(n))
 	return nil
 }
