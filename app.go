@@ -353,10 +353,12 @@ func (a *App) open() error {
 		a.releaseLock()
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
+	// The restore client does not skip: records it was to read that are
+	// gone (OffsetOutOfRange) make the loop rebuild the store.
 	restore, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(a.cfg.brokers...),
 		kgo.FetchMaxWait(50 * time.Millisecond),
-	}, append(a.cfg.kgoOpts, a.restoreClientOpts()...)...)...)
+	}, append(a.cfg.kgoOpts, append(a.restoreClientOpts(), kgo.ConsumeResetOffset(kgo.NoResetOffset()))...)...)...)
 	if err != nil {
 		group.Close()
 		a.releaseLock()

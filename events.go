@@ -33,6 +33,11 @@ const (
 	EventLeaving EventKind = "leaving"
 	// EventLeader: this instance computed a plan as group leader.
 	EventLeader EventKind = "leader"
+	// EventStoreRebuilt: the records a store was to restore next were
+	// gone from its changelog (retention or DeleteRecords passed them), so
+	// the store was wiped and restores again from the changelog's start
+	// (Detail names the store).
+	EventStoreRebuilt EventKind = "store-rebuilt"
 )
 
 // Event is one thing that happened in an App.

@@ -10,10 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/instance"
 	"github.com/baton-streams/baton/lifecycle"
+	"github.com/baton-streams/baton/state"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -46,9 +48,11 @@ type shell struct {
 	held    map[int][]int
 	nextReq int
 
-	polling   bool // a poll of the input is outstanding
-	restoring bool // a poll of the changelogs is outstanding
-	reading   int  // changelog partitions the restore client reads
+	polling bool // a poll of the input is outstanding
+	// restorer reads the changelogs; sessions numbers its starts.
+	restorer *restorer
+	sessions uint64
+	scratch  state.Batch // the writes of one restored partition
 	// rewind, under exactly-once: the input must go back to the last
 	// commit before anything more is processed; rewinding: that is under
 	// way (rebalances stay blocked until it is done).
@@ -62,14 +66,13 @@ type shell struct {
 type loopChans struct {
 	requests chan request
 	polls    chan kgo.Fetches
-	restores chan kgo.Fetches
+	restores chan restoreChunk
 	opened   chan opened
 	ends     chan instance.Ends
 	commits  chan commitResult
 	rewound  chan error
 	led      chan instance.Led
 	pollReq  chan struct{}
-	restReq  chan struct{}
 	// done is closed when the loop returns: callbacks stop waiting.
 	done      chan struct{}
 	closeOnce *sync.Once
@@ -84,10 +87,10 @@ type opened struct {
 }
 
 func newLoopChans() loopChans {
-	return loopChans{requests: make(chan request), polls: make(chan kgo.Fetches), restores: make(chan kgo.Fetches),
+	return loopChans{requests: make(chan request), polls: make(chan kgo.Fetches), restores: make(chan restoreChunk),
 		opened: make(chan opened), ends: make(chan instance.Ends, 4), commits: make(chan commitResult, 4),
 		rewound: make(chan error, 1), led: make(chan instance.Led, 8), pollReq: make(chan struct{}, 1),
-		restReq: make(chan struct{}, 1), done: make(chan struct{}), closeOnce: &sync.Once{}}
+		done: make(chan struct{}), closeOnce: &sync.Once{}}
 }
 
 // post hands a callback's input to the loop and waits for its answer,
@@ -118,9 +121,13 @@ func (a *App) loop(ctx context.Context) error {
 		Stores:        a.storesOf,
 	}, a.diskCP)
 	s.apply(s.core.Ready())
+	s.restorer = newRestorer(a.restore, a.ch.restores, restorePollMax)
 	a.pollers.Add(2)
 	go a.poller(a.group, a.ch.pollReq, a.ch.polls, 5000, 100*time.Millisecond)
-	go a.poller(a.restore, a.ch.restReq, a.ch.restores, restorePollMax, 100*time.Millisecond)
+	go func() {
+		defer a.pollers.Done()
+		s.restorer.run(a.runCtx, a.ch.done)
+	}()
 	s.requestPoll()
 	tick := time.NewTicker(tickEvery)
 	defer tick.Stop()
@@ -161,8 +168,8 @@ func (a *App) loop(ctx context.Context) error {
 			s.step(l)
 		case f := <-a.ch.polls:
 			s.polled(f)
-		case f := <-a.ch.restores:
-			s.restored(f)
+		case c := <-a.ch.restores:
+			s.restored(c)
 		case o := <-a.ch.opened:
 			s.opened(o)
 		case e := <-a.ch.ends:
@@ -173,9 +180,6 @@ func (a *App) loop(ctx context.Context) error {
 			s.rewoundDone(err)
 		case <-tick.C:
 			s.step(instance.Tick{})
-			if s.reading > 0 && !s.restoring {
-				s.requestRestore()
-			}
 		}
 	}
 	return s.stopped
@@ -192,14 +196,6 @@ func (s *shell) requestPoll() {
 	}
 	s.polling = true
 	s.a.ch.pollReq <- struct{}{}
-}
-
-func (s *shell) requestRestore() {
-	if s.restoring {
-		return
-	}
-	s.restoring = true
-	s.a.ch.restReq <- struct{}{}
 }
 
 // poller polls cl each time it is asked and hands the records over,
@@ -421,55 +417,56 @@ func (a *App) storesOf(id string) ([]string, error) {
 }
 
 func (s *shell) startRestore(t *task, cps map[string]int64) {
-	if t == nil {
+	if t == nil || len(t.stores) == 0 {
 		return
 	}
-	parts := map[string]map[int32]kgo.Offset{}
 	for name, st := range t.stores {
-		parts[st.changelog] = map[int32]kgo.Offset{t.part: kgo.NewOffset().At(cps[name])}
+		s.sessions++
+		st.session = s.sessions
+		s.restorer.start(topicPart{st.changelog, t.part}, kgo.NewOffset().At(cps[name]), st.session)
 	}
-	if len(parts) > 0 {
-		s.a.restore.AddConsumePartitions(parts)
-		s.reading += len(parts)
-		t.reading = true
-		s.requestRestore()
-	}
+	t.reading = true
 }
 
 func (s *shell) stopRestore(t *task) {
 	if t == nil || !t.reading {
 		return
 	}
-	parts := map[string][]int32{}
 	for _, st := range t.stores {
-		parts[st.changelog] = []int32{t.part}
+		s.restorer.stop(topicPart{st.changelog, t.part})
+		st.session = 0
 	}
-	s.a.restore.RemoveConsumePartitions(parts)
-	s.reading -= len(parts)
 	t.reading = false
 }
 
 // restored applies changelog records to the stores of the tasks reading
-// them and reports the progress to the core.
-func (s *shell) restored(f kgo.Fetches) {
+// them and reports the progress to the core. Records of a session that
+// has since stopped are dropped.
+func (s *shell) restored(c restoreChunk) {
 	a := s.a
-	s.restoring = false
 	var progress []instance.Progress
-	f.EachPartition(func(p kgo.FetchTopicPartition) {
-		ref, ok := a.byChangelog[p.Topic]
+	for _, p := range c {
+		ref, ok := a.byChangelog[p.tp.topic]
 		if !ok {
-			return
+			continue
 		}
-		id := topology.TaskID(ref.sub, p.Partition)
+		id := topology.TaskID(ref.sub, p.tp.part)
 		t, ok := a.tasks[id]
 		if !ok || !t.reading {
-			return
+			continue
 		}
 		st := t.stores[ref.name]
-		if st == nil {
-			return
+		if st == nil || st.session != p.session {
+			continue
 		}
-		n, err := st.applyChangelog(p.Records)
+		if errors.Is(p.err, kerr.OffsetOutOfRange) {
+			if !s.rebuild(t, st, p.tp, p.err) {
+				return
+			}
+			progress = append(progress, instance.Progress{Task: id, Store: st.name, Checkpoint: st.checkpoint, End: -1})
+			continue
+		}
+		n, err := st.applyChangelogWith(&s.scratch, p.recs)
 		if err != nil {
 			a.fail(fmt.Errorf("baton: task %s store %s: restoring: %w", id, st.name, err))
 			return
@@ -480,18 +477,34 @@ func (s *shell) restored(f kgo.Fetches) {
 				t.replayed += n
 			}
 		}
-		end := int64(-1)
-		if p.Err == nil {
-			end = p.HighWatermark
-		}
-		progress = append(progress, instance.Progress{Task: id, Store: st.name, Checkpoint: st.checkpoint, End: end})
-	})
+		progress = append(progress, instance.Progress{Task: id, Store: st.name, Checkpoint: st.checkpoint, End: p.hwm})
+	}
 	for _, p := range progress {
 		s.step(p)
 	}
-	if s.reading > 0 {
-		s.requestRestore()
+}
+
+// rebuild wipes a store whose changelog no longer holds the records it
+// was to read next (OffsetOutOfRange: retention or DeleteRecords passed
+// its checkpoint while it restored) and reads the changelog again from
+// its start. Going on from the start without the wipe would keep every
+// value the lost records changed. It runs on the loop, which owns the
+// store; it is rare. It returns false if the App failed.
+func (s *shell) rebuild(t *task, st *taskStore, tp topicPart, cause error) bool {
+	a := s.a
+	a.log.Warn("changelog records the store lacks are gone; wiping it and restoring from the changelog's start",
+		"task", t.id, "store", st.name, "checkpoint", st.checkpoint, "err", cause)
+	if err := st.st.Wipe(); err != nil {
+		a.fail(fmt.Errorf("baton: task %s store %s: wiping after its changelog was truncated: %w", t.id, st.name, err))
+		return false
 	}
+	st.checkpoint = 0
+	st.acked.Store(0)
+	s.sessions++
+	st.session = s.sessions
+	s.restorer.start(tp, kgo.NewOffset().AtStart(), st.session)
+	a.emit(Event{Kind: EventStoreRebuilt, Task: t.id, Detail: st.name})
+	return true
 }
 
 func (s *shell) opened(o opened) {

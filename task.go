@@ -47,6 +47,9 @@ type taskStore struct {
 	st        state.Store
 	// checkpoint is the next changelog offset the store's data lacks.
 	checkpoint int64
+	// session is the restorer's session reading the changelog into the
+	// store; 0 when none does.
+	session uint64
 
 	pending map[string]pendingWrite
 	// last is the last changelog record of the pending writes; sealed
@@ -70,7 +73,13 @@ type pendingWrite struct {
 // the store, in one batch with the new checkpoint, and returns how far
 // the checkpoint moved. Transaction markers move it without data.
 func (s *taskStore) applyChangelog(recs []*kgo.Record) (int64, error) {
-	b := &state.Batch{}
+	return s.applyChangelogWith(&state.Batch{}, recs)
+}
+
+// applyChangelogWith is applyChangelog building its writes in b, which it
+// leaves reset: a caller applying many fetches can keep one b.
+func (s *taskStore) applyChangelogWith(b *state.Batch, recs []*kgo.Record) (int64, error) {
+	defer b.Reset()
 	next := s.checkpoint
 	for _, r := range recs {
 		if r.Offset < next {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -176,6 +177,7 @@ func benchRestoreCmd() *cobra.Command {
 		keys    int
 		out     string
 		verbose bool
+		profile string
 	)
 	cmd := &cobra.Command{
 		Use:   "restore",
@@ -199,6 +201,17 @@ the two rates is the restore's efficiency (goal: at least 0.8).`,
 			if verbose {
 				cfg.Log = cmd.ErrOrStderr()
 			}
+			if profile != "" {
+				if cpuProfile != "" {
+					return usageErr(errors.New("bench restore: --restore-profile and --cpuprofile both profile the CPU; give one"))
+				}
+				pf, err := os.Create(profile)
+				if err != nil {
+					return fmt.Errorf("--restore-profile: %w", err)
+				}
+				defer pf.Close()
+				cfg.Profile = pf
+			}
 			res, err := bench.RunRestore(benchContext(cmd), cfg)
 			if err != nil {
 				return err
@@ -215,6 +228,7 @@ the two rates is the restore's efficiency (goal: at least 0.8).`,
 	f.BoolVar(&smoke, "smoke", false, "tiny run (20000 records)")
 	f.IntVar(&keys, "keys", 0, "changelog records to restore (default 1000000)")
 	f.StringVar(&out, "out", "", "directory for restore.json")
+	f.StringVar(&profile, "restore-profile", "", "write a CPU profile of the cold restore alone (not the fill) to this file")
 	f.BoolVarP(&verbose, "verbose", "v", false, "narrate on stderr")
 	return cmd
 }

@@ -1,0 +1,249 @@
+package baton
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton/internal/tick"
+	"github.com/baton-streams/baton/state"
+	"github.com/baton-streams/baton/topology"
+)
+
+// fetchGate holds a client's fetch responses carrying records of one
+// topic while it is shut: the hook runs on the client's fetch goroutine,
+// so the records reach no poll until the gate opens.
+type fetchGate struct {
+	topic   string
+	mu      sync.Mutex
+	shut    bool
+	opened  chan struct{}
+	held    chan struct{} // closed once a response is held
+	heldOne sync.Once
+}
+
+func newFetchGate(topic string) *fetchGate {
+	return &fetchGate{topic: topic, opened: make(chan struct{}), held: make(chan struct{})}
+}
+
+func (g *fetchGate) OnFetchRecordBuffered(r *kgo.Record) {
+	if r.Topic != g.topic {
+		return
+	}
+	g.mu.Lock()
+	shut := g.shut
+	g.mu.Unlock()
+	if !shut {
+		return
+	}
+	g.heldOne.Do(func() { close(g.held) })
+	<-g.opened
+}
+
+func (g *fetchGate) shutNow() {
+	g.mu.Lock()
+	g.shut = true
+	g.mu.Unlock()
+}
+
+func (g *fetchGate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shut {
+		g.shut = false
+		close(g.opened)
+	}
+}
+
+// produceLines writes the given lines and remembers their words.
+func (h *harness) produceLines(lines ...string) {
+	h.t.Helper()
+	var recs []*kgo.Record
+	for i, l := range lines {
+		for _, w := range bytes.Fields([]byte(l)) {
+			h.words[string(w)]++
+		}
+		recs = append(recs, &kgo.Record{Topic: h.input, Key: []byte(strconv.Itoa(i)), Value: []byte(l)})
+	}
+	if err := h.prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// changelogFrom reads a changelog partition (read_committed) and returns
+// the last value of every key, with the partition's start offset.
+func (h *harness) changelogFrom(topic string, part int32) (map[string]string, int64) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(h.prod)
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	ends, eerr := adm.ListEndOffsets(ctx, topic)
+	if err == nil && eerr == nil {
+		eerr = ends.Error()
+	}
+	if err != nil || eerr != nil {
+		h.t.Fatalf("offsets of %s: %v %v", topic, err, eerr)
+	}
+	start, _ := starts.Lookup(topic, part)
+	end, _ := ends.Lookup(topic, part)
+	out := map[string]string{}
+	if end.Offset <= start.Offset {
+		return out, start.Offset
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {part: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer cl.Close()
+	for next := start.Offset; next < end.Offset; {
+		f := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			h.t.Fatalf("reading %s[%d]: at %d of %d", topic, part, next, end.Offset)
+		}
+		f.EachRecord(func(r *kgo.Record) {
+			next = r.Offset + 1
+			if r.Value == nil {
+				delete(out, string(r.Key))
+			} else {
+				out[string(r.Key)] = string(r.Value)
+			}
+		})
+		f.EachPartition(func(p kgo.FetchTopicPartition) {
+			if p.Err == nil && p.LastStableOffset > next && len(p.Records) == 0 {
+				next = max(next, p.LastStableOffset)
+			}
+		})
+	}
+	return out, start.Offset
+}
+
+// storeContents reads every key of a task's store from a stopped
+// instance's state directory.
+func storeContents(t *testing.T, dir, task, store string) map[string]string {
+	t.Helper()
+	st, err := state.OpenPebble(dir, task, store)
+	if err != nil {
+		t.Fatalf("opening %s/%s in %s: %v", task, store, dir, err)
+	}
+	defer st.Close()
+	out := map[string]string{}
+	if err := st.Iterate(nil, nil, func(k, v []byte) error {
+		out[string(k)] = string(v)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestChangelogTruncatedDuringRestore truncates a changelog past the
+// position a standby reads it at (DeleteRecords while the standby's
+// fetch is held), then lets the standby go on. The records between its
+// position and the new start are gone, so the values it holds may be
+// stale: it must wipe the store and restore from the changelog's start,
+// and end up holding exactly what the changelog holds, not skip to the
+// start and keep the rest.
+func TestChangelogTruncatedDuringRestore(t *testing.T) {
+	h := newHarness(t, 1)
+	changelog := topology.ChangelogTopic(h.appID, "counts")
+	const task = "1_0"
+
+	h.produce(300)
+	h.start("a", WithStandbys(1))
+	h.waitExact(30 * time.Second)
+
+	gate := newFetchGate(changelog)
+	t.Cleanup(gate.open)
+	dir := t.TempDir()
+	b := h.start("b", WithStandbys(1), WithStateDir(dir), WithKafkaOptions(kgo.WithHooks(gate)))
+	caughtUp := func() bool {
+		for _, s := range b.app.Status().Tasks {
+			if s.ID == task && s.Role == "standby" && s.Lag == 0 {
+				return true
+			}
+		}
+		return false
+	}
+	h.eventually(30*time.Second, "b's standby of "+task+" to catch up", caughtUp)
+
+	// Hold b's next changelog fetch, then write past it.
+	gate.shutNow()
+	h.produce(100)
+	select {
+	case <-gate.held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("b's standby fetched no more changelog records")
+	}
+	h.produce(100)
+	h.waitExact(30 * time.Second)
+
+	// Truncate the changelog at its end: every record b has not read is
+	// gone. Apache Kafka deletes records only from topics whose cleanup
+	// policy includes delete.
+	h.admin(func(ctx context.Context, adm *kadm.Client) error {
+		alter := []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr("compact,delete")}}
+		resp, err := adm.AlterTopicConfigs(ctx, alter, changelog)
+		if err == nil {
+			err = resp[0].Err
+		}
+		if err != nil {
+			return fmt.Errorf("cleanup.policy of %s: %w", changelog, err)
+		}
+		ends, err := adm.ListEndOffsets(ctx, changelog)
+		if err != nil {
+			return err
+		}
+		var del kadm.Offsets
+		ends.Each(func(o kadm.ListedOffset) { del.AddOffset(o.Topic, o.Partition, o.Offset, -1) })
+		deleted, err := adm.DeleteRecords(ctx, del)
+		if err == nil {
+			err = deleted.Error()
+		}
+		return err
+	})
+	// After the truncation only one word changes, so a store that kept
+	// its old values holds words the changelog no longer has.
+	h.produceLines("alpha", "alpha alpha")
+	h.waitExact(30 * time.Second)
+
+	gate.open()
+	if !tick.Until(context.Background(), 30*time.Second, 50*time.Millisecond, func() bool {
+		return slices.ContainsFunc(h.eventsOn("b", EventStoreRebuilt), func(e Event) bool { return e.Task == task })
+	}) {
+		t.Errorf("b did not report rebuilding the store of %s", task)
+	}
+	h.eventually(30*time.Second, "b's standby of "+task+" to catch up again", caughtUp)
+	b.stop(t)
+
+	want, start := h.changelogFrom(changelog, 0)
+	if start == 0 {
+		t.Fatalf("the changelog of %s still starts at 0", task)
+	}
+	got := storeContents(t, dir, task, "counts")
+	if len(got) != len(want) {
+		t.Errorf("b's store holds %d keys, the changelog from %d holds %d", len(got), start, len(want))
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("key %q: store %q, changelog %q", k, got[k], v)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("b's store holds %q, which the changelog (from offset %d) no longer has", k, start)
+		}
+	}
+}
