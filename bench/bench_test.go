@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/baton-streams/baton"
 	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/internal/kafkatest"
 )
 
 // progressEvery returns samples of task on inst every step in [from, to).
@@ -173,9 +175,21 @@ func TestScaleSmoke(t *testing.T) {
 
 func TestRestoreSmoke(t *testing.T) {
 	skipShort(t)
-	res, err := RunRestore(context.Background(), SmokeRestoreConfig())
+	cfg := SmokeRestoreConfig()
+	if kafkatest.Real(t) {
+		// On Apache Kafka (BATON_KAFKA=real), the run's own topics and
+		// group on the shared cluster.
+		cfg.Brokers = kafkatest.ForTest(t).Brokers
+	}
+	res, err := RunRestore(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if res.RestoreCPU <= 0 {
+		t.Errorf("restore CPU not measured: %v", res.RestoreCPU)
+	}
+	if runtime.GOOS == "linux" && (res.StartRSS <= 0 || res.PeakRSS < res.StartRSS) {
+		t.Errorf("resident set sizes not measured: start %d, peak %d", res.StartRSS, res.PeakRSS)
 	}
 	if res.Changelog < int64(res.Config.Keys) || res.Restored != res.Changelog {
 		t.Errorf("changelog %d records, restored %d, want both >= %d and equal", res.Changelog, res.Restored, res.Config.Keys)

@@ -38,6 +38,8 @@ type env struct {
 	input      string
 	output     string
 	partitions int32
+	// suffix makes names unique on a cluster the bench did not start.
+	suffix string
 
 	mu    sync.Mutex // guards words and insts
 	words map[string]int64
@@ -45,16 +47,30 @@ type env struct {
 }
 
 func newEnv(ctx context.Context, partitions int32) (*env, error) {
+	return newEnvOn(ctx, nil, partitions)
+}
+
+// newEnvOn is newEnv on the cluster at brokers, with topic names (and
+// appName's application ids) unique to this run; with no brokers, on a
+// new embedded cluster.
+func newEnvOn(ctx context.Context, brokers []string, partitions int32) (*env, error) {
 	dir, err := os.MkdirTemp("", "baton-bench-")
 	if err != nil {
 		return nil, err
 	}
-	c, err := cluster.Start("127.0.0.1:0", 1)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
+	e := &env{dir: dir, input: "lines", output: "counts", partitions: partitions, words: map[string]int64{}}
+	if len(brokers) == 0 {
+		if e.c, err = cluster.Start("127.0.0.1:0", 1); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		e.brokers = e.c.Addrs()
+	} else {
+		e.brokers = brokers
+		e.suffix = "-" + filepath.Base(dir)
+		e.input += e.suffix
+		e.output += e.suffix
 	}
-	e := &env{c: c, brokers: c.Addrs(), dir: dir, input: "lines", output: "counts", partitions: partitions, words: map[string]int64{}}
 	e.cl, err = kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ProducerLinger(5*time.Millisecond),
 		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(1<<20))
 	if err != nil {
@@ -63,11 +79,15 @@ func newEnv(ctx context.Context, partitions int32) (*env, error) {
 	}
 	adm := kadm.NewClient(e.cl)
 	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
-	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, e.input); err != nil {
+	rf := int16(-1) // the cluster's default
+	if e.c != nil {
+		rf = 1
+	}
+	if _, err := adm.CreateTopic(ctx, partitions, rf, nil, e.input); err != nil {
 		e.close()
 		return nil, fmt.Errorf("bench: creating %s: %w", e.input, err)
 	}
-	if _, err := adm.CreateTopic(ctx, partitions, 1, compact, e.output); err != nil {
+	if _, err := adm.CreateTopic(ctx, partitions, rf, compact, e.output); err != nil {
 		e.close()
 		return nil, fmt.Errorf("bench: creating %s: %w", e.output, err)
 	}
@@ -83,9 +103,28 @@ func (e *env) close() {
 		in.kill()
 	}
 	if e.cl != nil {
+		if e.c == nil {
+			// Topics on a cluster the bench did not start go with it,
+			// the applications' internal ones too (their names carry
+			// the suffix).
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			adm := kadm.NewClient(e.cl)
+			if listed, err := adm.ListTopics(ctx); err == nil {
+				var mine []string
+				for _, name := range listed.Names() {
+					if strings.Contains(name, e.suffix) {
+						mine = append(mine, name)
+					}
+				}
+				adm.DeleteTopics(ctx, mine...)
+			}
+			cancel()
+		}
 		e.cl.Close()
 	}
-	e.c.Close()
+	if e.c != nil {
+		e.c.Close()
+	}
 	os.RemoveAll(e.dir)
 }
 
@@ -93,8 +132,8 @@ func (e *env) close() {
 // tasks hold n keys of state between them.
 // newPrefilledEnv is newEnv with keys distinct words already counted into
 // the input (see prefill).
-func newPrefilledEnv(ctx context.Context, partitions int32, keys int) (*env, error) {
-	e, err := newEnv(ctx, partitions)
+func newPrefilledEnv(ctx context.Context, brokers []string, partitions int32, keys int) (*env, error) {
+	e, err := newEnvOn(ctx, brokers, partitions)
 	if err != nil {
 		return nil, err
 	}

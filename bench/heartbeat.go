@@ -60,7 +60,7 @@ func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) (*HeartbeatResult, e
 		cfg.Log = io.Discard
 	}
 	res := &HeartbeatResult{Config: cfg}
-	e, err := newPrefilledEnv(ctx, cfg.Partitions, cfg.Keys)
+	e, err := newPrefilledEnv(ctx, nil, cfg.Partitions, cfg.Keys)
 	if err != nil {
 		return nil, err
 	}

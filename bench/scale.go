@@ -161,7 +161,7 @@ func (s *script) start(id string, standbys int) (*instance, error) {
 func runScalePolicy(ctx context.Context, cfg ScaleConfig, policy assign.Policy) (PolicyRun, error) {
 	run := PolicyRun{Policy: string(policy), Bucket: 250 * time.Millisecond}
 	began := time.Now()
-	e, err := newPrefilledEnv(ctx, cfg.Partitions, cfg.Keys)
+	e, err := newPrefilledEnv(ctx, nil, cfg.Partitions, cfg.Keys)
 	if err != nil {
 		return run, err
 	}

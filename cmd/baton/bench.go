@@ -178,6 +178,7 @@ func benchRestoreCmd() *cobra.Command {
 		out     string
 		verbose bool
 		profile string
+		brokers []string
 	)
 	cmd := &cobra.Command{
 		Use:   "restore",
@@ -201,6 +202,7 @@ the two rates is the restore's efficiency (goal: at least 0.8).`,
 			if verbose {
 				cfg.Log = cmd.ErrOrStderr()
 			}
+			cfg.Brokers = brokers
 			if profile != "" {
 				if cpuProfile != "" {
 					return usageErr(errors.New("bench restore: --restore-profile and --cpuprofile both profile the CPU; give one"))
@@ -221,6 +223,10 @@ the two rates is the restore's efficiency (goal: at least 0.8).`,
 			fmt.Fprintf(w, "cold restore (Pebble)  %d records in %v: %.0f records/s\n", res.Restored, res.RestoreTime.Round(time.Millisecond), res.RestoreRate)
 			fmt.Fprintf(w, "plain read             %d records in %v: %.0f records/s\n", res.Changelog, res.RawTime.Round(time.Millisecond), res.RawRate)
 			fmt.Fprintf(w, "ratio                  %.2f (goal >= 0.8)\n", res.Ratio)
+			fmt.Fprintf(w, "restore CPU            %v (%.2f cores)\n", res.RestoreCPU.Round(time.Millisecond), res.RestoreCPU.Seconds()/res.RestoreTime.Seconds())
+			if res.PeakRSS > 0 {
+				fmt.Fprintf(w, "peak RSS               %d MiB during the restore, %d MiB at its start (the whole process%s)\n", res.PeakRSS>>20, res.StartRSS>>20, map[bool]string{true: "", false: ", the embedded cluster's log included"}[len(brokers) > 0])
+			}
 			return writeJSON(w, out, "restore.json", res)
 		},
 	}
@@ -228,6 +234,7 @@ the two rates is the restore's efficiency (goal: at least 0.8).`,
 	f.BoolVar(&smoke, "smoke", false, "tiny run (20000 records)")
 	f.IntVar(&keys, "keys", 0, "changelog records to restore (default 1000000)")
 	f.StringVar(&out, "out", "", "directory for restore.json")
+	f.StringSliceVar(&brokers, "brokers", nil, "run on this cluster (host:port,...) instead of an embedded one")
 	f.StringVar(&profile, "restore-profile", "", "write a CPU profile of the cold restore alone (not the fill) to this file")
 	f.BoolVarP(&verbose, "verbose", "v", false, "narrate on stderr")
 	return cmd
