@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/state"
 )
 
 // ErrConfig is wrapped by every error New returns for invalid options.
@@ -24,6 +25,7 @@ type config struct {
 	appID          string
 	stateDir       string
 	memoryState    bool
+	storeOpts      []state.Option
 	workers        int
 	standbys       int
 	maxLearners    int
@@ -88,6 +90,14 @@ func WithAppID(id string) Option { return func(c *config) { c.appID = id } }
 // stateful topologies unless WithMemoryState is given. Created if missing;
 // locked while the App runs.
 func WithStateDir(dir string) Option { return func(c *config) { c.stateDir = dir } }
+
+// WithStoreOptions passes options to every Pebble store the App opens,
+// for example state.WithPebbleOptions to size memtables and the block
+// cache (state.DefaultMemTableSize says what a store holds by default),
+// or state.WithSyncWrites.
+func WithStoreOptions(opts ...state.Option) Option {
+	return func(c *config) { c.storeOpts = append(c.storeOpts, opts...) }
+}
 
 // WithMemoryState keeps state in memory instead of on disk: every start
 // restores from the changelogs. For tests and demos.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -245,5 +246,27 @@ func TestChangelogTruncatedDuringRestore(t *testing.T) {
 		if _, ok := want[k]; !ok {
 			t.Errorf("b's store holds %q, which the changelog (from offset %d) no longer has", k, start)
 		}
+	}
+}
+
+// TestStoreOptionsReachPebble: WithStoreOptions reaches every store the
+// App opens.
+func TestStoreOptionsReachPebble(t *testing.T) {
+	h := newHarness(t, 2)
+	h.produce(50)
+	var mu sync.Mutex
+	tuned := map[string]bool{}
+	tune := state.WithPebbleOptions(func(o *pebble.Options) {
+		mu.Lock()
+		defer mu.Unlock()
+		tuned[fmt.Sprint(o.MemTableSize)] = true
+		o.MemTableSize = 1 << 20
+	})
+	h.start("a", WithStoreOptions(tune))
+	h.waitExact(30 * time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if !tuned[strconv.Itoa(state.DefaultMemTableSize)] || len(tuned) != 1 {
+		t.Errorf("the tuning saw memtable sizes %v, want only the default %d", tuned, state.DefaultMemTableSize)
 	}
 }

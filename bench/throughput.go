@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +58,11 @@ type Rate struct {
 	RecsPS    float64       `json:"records_per_s,omitempty"` // lines + words processed by the App's tasks
 	VsPlain   float64       `json:"vs_plain,omitempty"`
 	Verified  bool          `json:"verified"`
+	// StartRSS and PeakRSS are the process's resident set size when the
+	// run started and its peak during the run (0 if not measured; the
+	// embedded cluster's log is in the same process).
+	StartRSS int64 `json:"start_rss_bytes,omitempty"`
+	PeakRSS  int64 `json:"peak_rss_bytes,omitempty"`
 }
 
 // RunThroughput produces the input once, then reads it with a plain
@@ -104,6 +110,9 @@ func RunThroughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult
 func batonRate(ctx context.Context, e *env, cfg ThroughputConfig, g baton.Guarantee, w int, plain Rate) (Rate, error) {
 	words := int64(3 * cfg.Lines)
 	rec := newRecorder(10 * time.Millisecond)
+	runtime.GC()
+	rssErr := resetPeakRSS()
+	startRSS, _ := rss()
 	in, err := e.start(instanceConfig{appID: "tp-" + g.String() + "-" + strconv.Itoa(w), id: "a",
 		opts: []baton.Option{baton.WithWorkers(w), baton.WithGuarantee(g)}})
 	if err != nil {
@@ -114,6 +123,7 @@ func batonRate(ctx context.Context, e *env, cfg ThroughputConfig, g baton.Guaran
 	go rec.run(rctx)
 	err = waitFor(ctx, cfg.Timeout, "wordcount to count every word", func() bool { return rec.total("1_") >= words })
 	stop()
+	peak, _ := peakRSS()
 	in.kill()
 	if err != nil {
 		return Rate{}, err
@@ -129,6 +139,10 @@ func batonRate(ctx context.Context, e *env, cfg ThroughputConfig, g baton.Guaran
 		n += p.N
 	}
 	rate := Rate{Guarantee: g.String(), Workers: w, Lines: int64(cfg.Lines), Elapsed: last - first, Verified: rec.total("0_") == int64(cfg.Lines) && rec.total("1_") == words}
+	if rssErr == nil {
+		rate.StartRSS = startRSS
+		rate.PeakRSS = peak
+	}
 	if rate.Elapsed > 0 {
 		rate.LinesPS = float64(cfg.Lines) / rate.Elapsed.Seconds()
 		rate.RecsPS = float64(n) / rate.Elapsed.Seconds()

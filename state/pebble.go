@@ -65,6 +65,16 @@ func WithFS(fs vfs.FS) Option { return func(o *options) { o.fs = fs } }
 // always syncs.
 func WithSyncWrites() Option { return func(o *options) { o.sync = true } }
 
+// DefaultMemTableSize is a store's memtable size unless WithPebbleOptions
+// sets another. Pebble starts a store's memtables at 256 KiB and doubles
+// each new one up to this size, so a store written slowly stays small; a
+// store restoring or written fast holds up to two at this size (one being
+// flushed), besides Pebble's block cache (8 MiB per store by default).
+// Pebble's own default (4 MiB) made a cold restore of 10 million records
+// spend most of its CPU compacting the many small tables it flushed
+// (docs/benchmarks.md, "Restore rate").
+const DefaultMemTableSize = 16 << 20
+
 // WithPebbleOptions lets the caller tune Pebble (cache, memtable size) by
 // editing its options before Open. It must not set FS, Lock or ReadOnly.
 func WithPebbleOptions(tune func(*pebble.Options)) Option {
@@ -137,7 +147,7 @@ func (s *PebbleStore) open() error {
 	if err != nil {
 		return fmt.Errorf("%w: task %s store %s: %s is open elsewhere (another process, or an open store in this one): %v", ErrLocked, s.task, s.store, s.dir, err)
 	}
-	popts := &pebble.Options{Logger: quietLogger{}}
+	popts := &pebble.Options{Logger: quietLogger{}, MemTableSize: DefaultMemTableSize}
 	if s.o.tunePebble != nil {
 		s.o.tunePebble(popts)
 	}

@@ -289,10 +289,10 @@ the same input. It prints lines/s and the ratio to the plain consumer.`,
 			}
 			w := cmd.OutOrStdout()
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-			fmt.Fprintln(tw, "reader\tguarantee\tworkers\tlines/s\trecords/s (lines+words)\tvs plain\tcounts verified\t")
-			fmt.Fprintf(tw, "plain kgo consumer\t-\t1\t%.0f\t-\t1.00\t%v\t\n", res.Plain.LinesPS, res.Plain.Verified)
+			fmt.Fprintln(tw, "reader\tguarantee\tworkers\tlines/s\trecords/s (lines+words)\tvs plain\tcounts verified\tRSS start/peak MiB\t")
+			fmt.Fprintf(tw, "plain kgo consumer\t-\t1\t%.0f\t-\t1.00\t%v\t-\t\n", res.Plain.LinesPS, res.Plain.Verified)
 			for _, r := range res.Baton {
-				fmt.Fprintf(tw, "baton wordcount\t%s\t%d\t%.0f\t%.0f\t%.2f\t%v\t\n", r.Guarantee, r.Workers, r.LinesPS, r.RecsPS, r.VsPlain, r.Verified)
+				fmt.Fprintf(tw, "baton wordcount\t%s\t%d\t%.0f\t%.0f\t%.2f\t%v\t%d/%d\t\n", r.Guarantee, r.Workers, r.LinesPS, r.RecsPS, r.VsPlain, r.Verified, r.StartRSS>>20, r.PeakRSS>>20)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
