@@ -134,6 +134,7 @@ func TestExactlyOnceAbortCatchesUpStores(t *testing.T) {
 	}
 	h.eventually(30*time.Second, "alpha to count 1000", func() bool { return h.counts()["alpha"] == 1000 })
 	h.words["alpha"] = 1000
+	h.injected = map[string]bool{"alpha": true}
 	h.waitExact(30 * time.Second)
 }
 
