@@ -34,8 +34,8 @@ func TestExactlyOnceZombieFenced(t *testing.T) {
 	for _, c := range []struct {
 		name       string
 		txnTimeout string
-		// awake: z is expelled and a runs enough of its tasks for z to be
-		// a zombie.
+		// awake: z is expelled (a is in a generation after the one of
+		// the freeze) and a runs enough of its tasks for z to be a zombie.
 		awake func(t *testing.T, e *e2e, aAddr, id string, held txnDesc) bool
 	}{
 		{"by the group", "60s", func(t *testing.T, e *e2e, aAddr, _ string, _ txnDesc) bool {
@@ -71,12 +71,14 @@ func TestExactlyOnceZombieFenced(t *testing.T) {
 			// is the one at the SIGSTOP. If that caught it between
 			// transactions, let it run and try again.
 			var held txnDesc
+			var generation int32 // a's when z froze
 			for attempt := 1; held.ProducerID == 0; attempt++ {
 				if attempt > 5 {
 					t.Fatalf("in %d attempts, z was never frozen while its transaction held records", attempt-1)
 				}
 				waitUntil(t, 30*time.Second, "z to write in a transaction", func() bool { return holdsRecords(e.describeTxn(t, id)) })
 				signal(syscall.SIGSTOP)
+				generation = getStatus(t, aAddr).Generation
 				if txn := e.describeTxn(t, id); holdsRecords(txn) {
 					held = txn
 				} else {
@@ -85,7 +87,9 @@ func TestExactlyOnceZombieFenced(t *testing.T) {
 				}
 			}
 			t.Logf("z frozen in transaction %s (producer %d epoch %d) over %v", held.State, held.ProducerID, held.ProducerEpoch, held.Topics.Sorted())
-			waitUntil(t, 60*time.Second, "z to be expelled and a to take its tasks over", func() bool { return c.awake(t, e, aAddr, id, held) })
+			waitUntil(t, 60*time.Second, "z to be expelled and a to take its tasks over", func() bool {
+				return getStatus(t, aAddr).Generation > generation && c.awake(t, e, aAddr, id, held)
+			})
 			signal(syscall.SIGCONT)
 			// Fenced, z either aborts its transaction (the client gets a
 			// new epoch) or finds its producer fenced and joins again with
