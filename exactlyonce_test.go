@@ -45,15 +45,15 @@ func TestExactlyOnceOptions(t *testing.T) {
 }
 
 // TestExactlyOnceCrash: under exactly-once, an instance dies (its network
-// cut, as if killed) while records flow and its transaction holds records:
-// the transaction coordinator, asked right after the cut, has it open
-// with partitions written to. (A cut between two transactions proves
-// nothing; the test then starts another instance and tries again, at most
-// five times.) Its open transaction is aborted, the survivors process its
-// records again from the last commit, and every word's committed history
-// is exactly 1..n: nothing lost and nothing counted twice. The dead
-// instance's records are in the topics, and none of them is ever read
-// committed.
+// cut, as if killed) while records flow and its transaction holds output
+// records: the transaction coordinator, asked right after the cut, has it
+// open with output written and no group offsets in it, and once it ended,
+// its records are in the output and changelog and none is read committed.
+// (A cut between two transactions or during a commit proves nothing; the
+// test then starts another instance and tries again, at most five times.)
+// The survivors process its records again from the last commit, and every
+// word's committed history is exactly 1..n: nothing lost and nothing
+// counted twice.
 func TestExactlyOnceCrash(t *testing.T) {
 	for _, standbys := range []int{0, 1} {
 		t.Run(map[int]string{0: "standbys=0", 1: "standbys=1"}[standbys], func(t *testing.T) {
@@ -70,7 +70,7 @@ func TestExactlyOnceCrash(t *testing.T) {
 				cut := &faultnet.Cutter{}
 				c := h.start(fmt.Sprintf("c%d", attempt), append(eos, WithKafkaOptions(kgo.Dialer(cut.Dial)))...)
 				h.eventually(60*time.Second, "three instances to share the tasks", func() bool { return balanced(a, b, c) })
-				h.eventually(30*time.Second, "c to write in a transaction", func() bool { return txncheck.HoldsRecords(h.describeTxn(c)) })
+				h.eventually(30*time.Second, "c to write output in a transaction", func() bool { return txncheck.HoldsRecords(h.describeTxn(c), h.output) })
 				cut.Cut()
 				// Cut off, c changes nothing in the cluster any more: what
 				// the coordinator holds now is its transaction at the cut.
@@ -78,11 +78,11 @@ func TestExactlyOnceCrash(t *testing.T) {
 				// the topics and none read committed, or the cut landed on
 				// a commit already on its way.
 				txn := h.describeTxn(c)
-				if txncheck.HoldsRecords(txn) {
+				if txncheck.HoldsRecords(txn, h.output) {
 					if _, err := txncheck.WaitEnded(context.Background(), kadm.NewClient(h.prod), c.app.transactionalID(), 60*time.Second); err != nil {
 						t.Fatal(err)
 					}
-					written, committed, err := txncheck.Records(context.Background(), h.brokers, txn)
+					written, committed, err := txncheck.Records(context.Background(), h.brokers, txn, h.output, topology.ChangelogTopic(h.appID, "counts"))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -90,7 +90,7 @@ func TestExactlyOnceCrash(t *testing.T) {
 					t.Logf("attempt %d: c was cut off in transaction %s (producer %d epoch %d): %d records written, %d committed",
 						attempt, txn.State, txn.ProducerID, txn.ProducerEpoch, written, committed)
 				} else {
-					t.Logf("attempt %d: c's transaction was %s without records at the cut; again", attempt, txn.State)
+					t.Logf("attempt %d: c's transaction was %s over %v at the cut: no output, or its commit had begun; again", attempt, txn.State, txn.Topics.Sorted())
 				}
 				h.eventually(30*time.Second, "a and b to own every task", func() bool { _, all := owners(a, b); return all })
 				c.app.Leave()

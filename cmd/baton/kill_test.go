@@ -15,17 +15,18 @@ import (
 	"github.com/baton-streams/baton/internal/counts"
 	"github.com/baton-streams/baton/internal/tick"
 	"github.com/baton-streams/baton/internal/txncheck"
+	"github.com/baton-streams/baton/topology"
 )
 
 // TestExactlyOnceKill9: two `baton run wordcount --guarantee exactly-once`
 // processes count while lines flow; one is killed with SIGKILL while its
-// transaction holds records: the transaction coordinator, asked right
-// after the kill, still has it open with partitions written to, and once
-// the coordinator has ended it its records are in the topics and none is
-// read committed (it was not a commit already on its way). A kill that
-// missed (between two transactions, or during a commit) proves nothing:
-// the test then starts another victim and tries again, at most five
-// times. The survivor takes the tasks over and every word's committed
+// transaction holds output records: the transaction coordinator, asked
+// right after the kill, still has it open with output written and no
+// group offsets in it, and once the coordinator has ended it, its records
+// are in the output and changelog and none is read committed (it was not
+// a commit already on its way). A kill that missed (between two
+// transactions, or during a commit) proves nothing: the test then starts
+// another victim and tries again, at most five times. The survivor takes the tasks over and every word's committed
 // history is exactly 1..n: nothing lost, nothing counted twice.
 func TestExactlyOnceKill9(t *testing.T) {
 	e := clusterWithLines(t)
@@ -43,7 +44,7 @@ func TestExactlyOnceKill9(t *testing.T) {
 			return activeTasks(t, aAddr) > 0 && activeTasks(t, bAddr) > 0 && activeTasks(t, aAddr, bAddr) == 8
 		})
 		id := getStatus(t, bAddr).Instance
-		waitUntil(t, 30*time.Second, "b to write in a transaction", func() bool { return holdsRecords(e.describeTxn(t, id)) })
+		waitUntil(t, 30*time.Second, "b to write output in a transaction", func() bool { return e.holdsRecords(e.describeTxn(t, id)) })
 		if err := b.cmd.Process.Kill(); err != nil { // SIGKILL
 			t.Fatal(err)
 		}
@@ -52,8 +53,8 @@ func TestExactlyOnceKill9(t *testing.T) {
 		// The dead process changes nothing any more: what the coordinator
 		// holds now is its transaction at the kill.
 		txn := e.describeTxn(t, id)
-		if !holdsRecords(txn) {
-			t.Logf("attempt %d: b's transaction was %s without records at the kill; another victim", attempt, txn.State)
+		if !e.holdsRecords(txn) {
+			t.Logf("attempt %d: b's transaction was %s over %v at the kill: no output, or its commit had begun; another victim", attempt, txn.State, txn.Topics.Sorted())
 			continue
 		}
 		if _, err := txncheck.WaitEnded(context.Background(), kadm.NewClient(e.client), e.appID+"-"+id, 60*time.Second); err != nil {
@@ -101,14 +102,16 @@ func (e *e2e) describeTxn(t *testing.T, instance string) txnDesc {
 	return d
 }
 
-// holdsRecords: see txncheck.HoldsRecords.
-func holdsRecords(txn txnDesc) bool { return txncheck.HoldsRecords(txn) }
+// holdsRecords reports whether txn is open, holds output records and has
+// not begun to commit (txncheck.HoldsRecords).
+func (e *e2e) holdsRecords(txn txnDesc) bool { return txncheck.HoldsRecords(txn, e.counts) }
 
-// txnRecords counts the records of transaction txn in the topics it
-// wrote to (txncheck.Records): all, and those read committed.
+// txnRecords counts the records of transaction txn in the output and the
+// changelog (txncheck.Records): all, and those read committed.
 func (e *e2e) txnRecords(t *testing.T, txn txnDesc) (written, committed int) {
 	t.Helper()
-	written, committed, err := txncheck.Records(context.Background(), strings.Split(e.brokers, ","), txn)
+	written, committed, err := txncheck.Records(context.Background(), strings.Split(e.brokers, ","), txn,
+		e.counts, topology.ChangelogTopic(e.appID, "counts"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +119,7 @@ func (e *e2e) txnRecords(t *testing.T, txn txnDesc) (written, committed int) {
 }
 
 // checkNeverCommitted checks that the records of transaction txn (its
-// producer id and epoch) are in the partitions it wrote to, read
+// producer id and epoch) are in the output and changelog, read
 // uncommitted, and that a read_committed reader sees none of them: the
 // transaction held work and none of it was committed.
 func (e *e2e) checkNeverCommitted(t *testing.T, txn txnDesc) {
@@ -124,7 +127,7 @@ func (e *e2e) checkNeverCommitted(t *testing.T, txn txnDesc) {
 	written, committed := e.txnRecords(t, txn)
 	t.Logf("transaction of producer %d epoch %d: %d records written, %d committed", txn.ProducerID, txn.ProducerEpoch, written, committed)
 	if written == 0 {
-		t.Errorf("no record of producer %d epoch %d in %v: the transaction held no work", txn.ProducerID, txn.ProducerEpoch, txn.Topics.Topics())
+		t.Errorf("no record of producer %d epoch %d in the output or changelog: the transaction held no work", txn.ProducerID, txn.ProducerEpoch)
 	}
 	if committed > 0 {
 		t.Errorf("%d records of the transaction of producer %d epoch %d were committed", committed, txn.ProducerID, txn.ProducerEpoch)

@@ -1,13 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/baton-streams/baton/internal/tick"
+	"github.com/baton-streams/baton/internal/txncheck"
 )
 
 // TestExactlyOnceZombieFenced: two exactly-once `baton run wordcount`
@@ -66,23 +73,32 @@ func TestExactlyOnceZombieFenced(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			// Freeze z while its transaction holds records. Frozen, it
-			// changes nothing: the coordinator's view of its transaction
-			// is the one at the SIGSTOP. If that caught it between
-			// transactions, let it run and try again.
+			// Freeze z while its transaction holds output records and
+			// before it commits. Frozen, it changes nothing: the
+			// coordinator's view of its transaction is the one at the
+			// SIGSTOP. If that caught it between transactions, or while
+			// a commit of the group was under way (z's offsets may have
+			// been accepted already: its transaction may then end
+			// committed, rightly), let it run and try again.
 			var held txnDesc
 			var generation int32 // a's when z froze
 			for attempt := 1; held.ProducerID == 0; attempt++ {
-				if attempt > 5 {
-					t.Fatalf("in %d attempts, z was never frozen while its transaction held records", attempt-1)
+				if attempt > 10 {
+					t.Fatalf("in %d attempts, z was never frozen while its transaction held records and no commit was under way", attempt-1)
 				}
-				waitUntil(t, 30*time.Second, "z to write in a transaction", func() bool { return holdsRecords(e.describeTxn(t, id)) })
+				waitUntil(t, 30*time.Second, "z to write output in a transaction", func() bool { return e.holdsRecords(e.describeTxn(t, id)) })
 				signal(syscall.SIGSTOP)
+				waitStopped(t, z.cmd.Process.Pid)
 				generation = getStatus(t, aAddr).Generation
-				if txn := e.describeTxn(t, id); holdsRecords(txn) {
+				txn := e.describeTxn(t, id)
+				pending, err := txncheck.CommitPending(context.Background(), kadm.NewClient(e.client), e.appID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e.holdsRecords(txn) && !pending {
 					held = txn
 				} else {
-					t.Logf("attempt %d: z's transaction was %s without records at the SIGSTOP; again", attempt, txn.State)
+					t.Logf("attempt %d: z's transaction was %s over %v at the SIGSTOP (a commit under way in the group: %v); again", attempt, txn.State, txn.Topics.Sorted(), pending)
 					signal(syscall.SIGCONT)
 				}
 			}
@@ -112,6 +128,36 @@ func TestExactlyOnceZombieFenced(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitStopped waits until every thread of process pid is stopped
+// (SIGSTOP is delivered asynchronously), as /proc tells. Without /proc it
+// returns at once.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	if _, err := os.Stat(dir); err != nil {
+		t.Logf("cannot tell when process %d stops (%v); going on", pid, err)
+		return
+	}
+	waitUntil(t, 10*time.Second, fmt.Sprintf("process %d to stop", pid), func() bool {
+		stats, err := filepath.Glob(dir + "/*/stat")
+		if err != nil || len(stats) == 0 {
+			return false
+		}
+		for _, f := range stats {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return false
+			}
+			// pid (comm) state ...: comm may hold spaces and parentheses.
+			i := bytes.LastIndexByte(b, ')')
+			if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // activeTasksOf counts the tasks whose id starts with prefix (say "0_",

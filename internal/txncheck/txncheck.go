@@ -7,10 +7,12 @@ package txncheck
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/internal/counts"
@@ -37,10 +39,33 @@ func Describe(ctx context.Context, adm *kadm.Client, id string) (kadm.DescribedT
 	return d, nil
 }
 
-// HoldsRecords reports whether txn is open and has written to a
-// partition: work produced and not committed.
-func HoldsRecords(txn kadm.DescribedTransaction) bool {
-	return txn.State == "Ongoing" && len(txn.Topics) > 0
+// HoldsRecords reports whether txn is open, has written to topic, and
+// has not begun to commit: no group offsets are in it yet. Such a
+// transaction cannot commit without sending the group its offsets. (kfake
+// does not list the offsets' partition in a transaction; see
+// CommitPending.)
+func HoldsRecords(txn kadm.DescribedTransaction, topic string) bool {
+	_, wrote := txn.Topics[topic]
+	_, committing := txn.Topics["__consumer_offsets"]
+	return txn.State == "Ongoing" && wrote && !committing
+}
+
+// CommitPending reports whether some transaction holds offsets of group
+// not committed yet: a transactional commit is under way (Apache Kafka
+// says so per partition, kfake for the whole group).
+func CommitPending(ctx context.Context, adm *kadm.Client, group string) (bool, error) {
+	resp, err := adm.FetchOffsets(kadm.RequireStable(ctx), group)
+	if errors.Is(err, kerr.UnstableOffsetCommit) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("fetching the offsets of group %s: %w", group, err)
+	}
+	pending := false
+	resp.Each(func(o kadm.OffsetResponse) {
+		pending = pending || errors.Is(o.Err, kerr.UnstableOffsetCommit)
+	})
+	return pending, nil
 }
 
 // WaitEnded waits until transactional id id has no transaction in
@@ -68,12 +93,13 @@ func WaitEnded(ctx context.Context, adm *kadm.Client, id string, timeout time.Du
 }
 
 // Records counts the records of transaction txn (its producer id and
-// epoch) in the topics it wrote to: all of them (read uncommitted), and
-// those a read_committed reader sees.
-func Records(ctx context.Context, brokers []string, txn kadm.DescribedTransaction) (written, committed int, err error) {
+// epoch) in topics: all of them (read uncommitted), and those a
+// read_committed reader sees. Count in topics nothing deletes records
+// from (not repartition topics, which are purged).
+func Records(ctx context.Context, brokers []string, txn kadm.DescribedTransaction, topics ...string) (written, committed int, err error) {
 	count := func(readCommitted bool) (int, error) {
 		n := 0
-		for _, topic := range txn.Topics.Topics() {
+		for _, topic := range topics {
 			err := counts.Scan(ctx, brokers, topic, readCommitted, func(r *kgo.Record) {
 				if r.ProducerID == txn.ProducerID && r.ProducerEpoch == txn.ProducerEpoch {
 					n++
