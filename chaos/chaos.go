@@ -6,10 +6,12 @@
 // At the end it checks every count against the input: no count may be low
 // (nothing lost), and no acknowledged input may be missing from the
 // cluster. In at-least-once mode a count may be high (a duplicate) only
-// if a task that counts the word ran on an instance lost (crashed, failed,
-// cut off by a restart) in the interval between two events it was lost
-// in; in exactly-once mode every word's committed history of counts must
-// be exactly 1, 2, ..., its occurrences.
+// if one of the word's tasks (the one that splits the input partition
+// holding it, the one that counts its repartition partition) ran on an
+// instance lost (crashed, failed, cut off by a restart) in the interval
+// between two events in which it was lost (see Interval, Duplicate); in
+// exactly-once mode every word's committed history of counts must be
+// exactly 1, 2, ..., its occurrences.
 package chaos
 
 import (
