@@ -80,13 +80,19 @@ func TestExactlyOnceZombieFenced(t *testing.T) {
 			// a commit of the group was under way (z's offsets may have
 			// been accepted already: its transaction may then end
 			// committed, rightly), let it run and try again.
+			// fenced counts z's aborted transactions and fenced restarts.
+			fenced := func() float64 {
+				return metric(t, zAddr, "baton_transactions_total", `result="aborted"`) + metric(t, zAddr, "baton_member_restarts_total")
+			}
 			var held txnDesc
 			var generation int32 // a's when z froze
+			var fencedBefore float64
 			for attempt := 1; held.ProducerID == 0; attempt++ {
 				if attempt > 10 {
 					t.Fatalf("in %d attempts, z was never frozen while its transaction held records and no commit was under way", attempt-1)
 				}
 				waitUntil(t, 30*time.Second, "z to write output in a transaction", func() bool { return e.holdsRecords(e.describeTxn(t, id)) })
+				fencedBefore = fenced()
 				signal(syscall.SIGSTOP)
 				waitStopped(t, z.cmd.Process.Pid)
 				generation = getStatus(t, aAddr).Generation
@@ -110,9 +116,7 @@ func TestExactlyOnceZombieFenced(t *testing.T) {
 			// Fenced, z either aborts its transaction (the client gets a
 			// new epoch) or finds its producer fenced and joins again with
 			// a new client.
-			if !tick.Until(context.Background(), 60*time.Second, 200*time.Millisecond, func() bool {
-				return metric(t, zAddr, "baton_transactions_total", `result="aborted"`)+metric(t, zAddr, "baton_member_restarts_total") > 0
-			}) {
+			if !tick.Until(context.Background(), 60*time.Second, 200*time.Millisecond, func() bool { return fenced() > fencedBefore }) {
 				t.Fatalf("z neither aborted a transaction nor restarted fenced within 60 s of waking; its stderr:\n%s", z.stderr)
 			}
 			waitUntil(t, 60*time.Second, "a and z to share the 8 tasks again", func() bool {
@@ -121,9 +125,12 @@ func TestExactlyOnceZombieFenced(t *testing.T) {
 			want := f.end(t)
 			e.waitExact(t, want, 60*time.Second)
 			e.checkNeverCommitted(t, held)
-			for name, p := range map[string]*proc{"a": a, "z": z} {
-				if code := p.stop(t, 60*time.Second); code != 0 {
-					t.Errorf("%s: SIGTERM: exit %d, want 0; stderr:\n%s", name, code, p.stderr)
+			for _, p := range []struct {
+				name string
+				p    *proc
+			}{{"a", a}, {"z", z}} {
+				if code := p.p.stop(t, 60*time.Second); code != 0 {
+					t.Errorf("%s: SIGTERM: exit %d, want 0; stderr:\n%s", p.name, code, p.p.stderr)
 				}
 			}
 		})
