@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -38,6 +39,9 @@ type harness struct {
 	runs    []*running // every instance started, for diagnostics
 	prod    *kgo.Client
 	rng     *rand.Rand
+	// injected: words whose counts a test wrote into a changelog
+	// itself; their history is not 1..n.
+	injected map[string]bool
 }
 
 func newHarness(t *testing.T, partitions int32) *harness {
@@ -168,7 +172,11 @@ func (h *harness) counts() map[string]int64 {
 	return out
 }
 
-// waitExact waits until the output holds exactly the produced counts.
+// waitExact waits until the output holds exactly the produced counts,
+// then checks every word's whole committed history: 1, 2, ..., its
+// count, each once. A duplicate that later counts caught up with fails
+// the test. Words in h.injected (a test wrote their counts itself) are
+// checked by their last value only.
 func (h *harness) waitExact(timeout time.Duration) {
 	h.t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -176,6 +184,7 @@ func (h *harness) waitExact(timeout time.Duration) {
 	for time.Now().Before(deadline) {
 		got = h.counts()
 		if fmt.Sprint(got) == fmt.Sprint(h.words) {
+			h.checkHistories()
 			return
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -197,6 +206,25 @@ func (h *harness) waitExact(timeout time.Duration) {
 	}
 	h.diagnose()
 	h.t.Fatalf("counts never matched (%d words produced):\n%s", len(h.words), strings.Join(diff, "\n"))
+}
+
+// checkHistories fails the test unless every word's committed output
+// values are exactly 1..its count (counts.Exact).
+func (h *harness) checkHistories() {
+	h.t.Helper()
+	seqs, err := counts.Sequences(context.Background(), h.brokers, h.output)
+	if err != nil {
+		h.t.Fatalf("reading output: %v", err)
+	}
+	want := maps.Clone(h.words)
+	for w := range h.injected {
+		delete(want, w)
+		delete(seqs, w)
+	}
+	if bad := counts.Exact(seqs, want, 10); bad != nil {
+		h.diagnose()
+		h.t.Fatalf("the committed output is not exactly 1..n per word (final counts are right):\n%s", strings.Join(bad, "\n"))
+	}
 }
 
 func TestWordCountTwoInstances(t *testing.T) {

@@ -219,6 +219,7 @@ func (a *App) notify(n instance.Note) {
 		a.emit(Event{Kind: EventRevoked, Task: n.Task})
 	case instance.NoteLost:
 		a.log.Warn("task lost", "task", n.Task)
+		a.emit(Event{Kind: EventLost, Task: n.Task})
 	case instance.NoteCommitFailed:
 		a.log.Warn("commit failed; the next one retries, and a revoked task's next owner replays from the last commit", "err", n.Detail)
 	case instance.NoteCannotStart:

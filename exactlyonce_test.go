@@ -3,6 +3,7 @@ package baton
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/internal/faultnet"
+	"github.com/baton-streams/baton/internal/txncheck"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -42,31 +44,71 @@ func TestExactlyOnceOptions(t *testing.T) {
 	}
 }
 
-// TestExactlyOnceCrash: under exactly-once, an instance dies in the middle
-// of a transaction while records flow. Its open transaction is aborted,
-// the survivors process its records again from the last commit, and every
-// count is exact: nothing lost and nothing counted twice.
+// TestExactlyOnceCrash: under exactly-once, an instance dies (its network
+// cut, as if killed) while records flow and its transaction holds output
+// records: the transaction coordinator, asked right after the cut, has it
+// open with output written and no group offsets in it, and once it ended,
+// its records are in the output and changelog and none is read committed.
+// (A cut between two transactions or during a commit proves nothing; the
+// test then starts another instance and tries again, at most five times.)
+// The survivors process its records again from the last commit, and every
+// word's committed history is exactly 1..n: nothing lost and nothing
+// counted twice.
 func TestExactlyOnceCrash(t *testing.T) {
 	for _, standbys := range []int{0, 1} {
 		t.Run(map[int]string{0: "standbys=0", 1: "standbys=1"}[standbys], func(t *testing.T) {
 			h := newHarness(t, 4)
 			h.prefill(2000)
 			eos := []Option{WithGuarantee(ExactlyOnce), WithStandbys(standbys), WithTransactionTimeout(3 * time.Second)}
-			cut := &faultnet.Cutter{}
 			a := h.start("a", eos...)
 			b := h.start("b", eos...)
-			c := h.start("c", append(eos, WithKafkaOptions(kgo.Dialer(cut.Dial)))...)
-			h.eventually(60*time.Second, "three instances to share the tasks", func() bool { return balanced(a, b, c) })
 			f := h.startFlow(10 * time.Millisecond)
-			time.Sleep(500 * time.Millisecond) // c is mid-transaction
-			cut.Cut()
-			h.eventually(30*time.Second, "a and b to own every task", func() bool { _, all := owners(a, b); return all })
-			time.Sleep(300 * time.Millisecond)
+			for attempt, caught := 1, false; !caught; attempt++ {
+				if attempt > 5 {
+					t.Fatalf("in %d attempts, no instance was cut off while its transaction held records", attempt-1)
+				}
+				cut := &faultnet.Cutter{}
+				c := h.start(fmt.Sprintf("c%d", attempt), append(eos, WithKafkaOptions(kgo.Dialer(cut.Dial)))...)
+				h.eventually(60*time.Second, "three instances to share the tasks", func() bool { return balanced(a, b, c) })
+				h.eventually(30*time.Second, "c to write output in a transaction", func() bool { return txncheck.HoldsRecords(h.describeTxn(c), h.output) })
+				cut.Cut()
+				// Cut off, c changes nothing in the cluster any more: what
+				// the coordinator holds now is its transaction at the cut.
+				// Once the coordinator has ended it, its records must be in
+				// the topics and none read committed, or the cut landed on
+				// a commit already on its way.
+				txn := h.describeTxn(c)
+				if txncheck.HoldsRecords(txn, h.output) {
+					if _, err := txncheck.WaitEnded(context.Background(), kadm.NewClient(h.prod), c.app.transactionalID(), 60*time.Second); err != nil {
+						t.Fatal(err)
+					}
+					written, committed, err := txncheck.Records(context.Background(), h.brokers, txn, h.output, topology.ChangelogTopic(h.appID, "counts"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					caught = written > 0 && committed == 0
+					t.Logf("attempt %d: c was cut off in transaction %s (producer %d epoch %d): %d records written, %d committed",
+						attempt, txn.State, txn.ProducerID, txn.ProducerEpoch, written, committed)
+				} else {
+					t.Logf("attempt %d: c's transaction was %s over %v at the cut: no output, or its commit had begun; again", attempt, txn.State, txn.Topics.Sorted())
+				}
+				h.eventually(30*time.Second, "a and b to own every task", func() bool { _, all := owners(a, b); return all })
+				c.app.Leave()
+			}
 			f.stop()
 			h.waitExact(60 * time.Second)
-			c.app.Leave()
 		})
 	}
+}
+
+// describeTxn asks the transaction coordinator about r's transaction.
+func (h *harness) describeTxn(r *running) kadm.DescribedTransaction {
+	h.t.Helper()
+	d, err := txncheck.Describe(context.Background(), kadm.NewClient(h.prod), r.app.transactionalID())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return d
 }
 
 // TestExactlyOnceScaling: exact counts under exactly-once through joins
@@ -134,6 +176,7 @@ func TestExactlyOnceAbortCatchesUpStores(t *testing.T) {
 	}
 	h.eventually(30*time.Second, "alpha to count 1000", func() bool { return h.counts()["alpha"] == 1000 })
 	h.words["alpha"] = 1000
+	h.injected = map[string]bool{"alpha": true}
 	h.waitExact(30 * time.Second)
 }
 

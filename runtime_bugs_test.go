@@ -152,7 +152,8 @@ func mustRun(t *testing.T, r *running) {
 //     lost its session must not commit work the group gave to another
 //     member meanwhile, even under the member id and generation it
 //     rejoined with;
-//   - it runs tasks again, and every count is exact.
+//   - it runs tasks again, and every count is exact;
+//   - it reports the tasks it lost (EventLost).
 //
 // A runtime that lets rebalances through while a commit waits for its
 // records rejoins c under a new member id and generation before the
@@ -212,6 +213,15 @@ func TestExactlyOnceLostSessionRejoins(t *testing.T) {
 	h.waitExact(60 * time.Second)
 	mustRun(t, c)
 	c.stop(t)
+	lost := 0
+	for _, e := range h.eventsOf(EventLost) {
+		if e.Instance == "c" {
+			lost++
+		}
+	}
+	if lost == 0 {
+		t.Error("c lost its session and its tasks, but reported no EventLost")
+	}
 }
 
 // TestGuaranteeSwitchRestores: a group that ran under exactly-once leaves

@@ -4,9 +4,14 @@
 // handed over to them, and while the whole cluster restarts from its data
 // directory, chosen at random from a seed.
 // At the end it checks every count against the input: no count may be low
-// (nothing lost); in at-least-once mode a count may be high (a duplicate)
-// only if some instance crashed, and in exactly-once mode every count must
-// be exact.
+// (nothing lost), and no acknowledged input may be missing from the
+// cluster. In at-least-once mode a count may be high (a duplicate) only
+// if one of the word's tasks (the one that splits the input partition
+// holding it, the one that counts its repartition partition) ran on an
+// instance lost (crashed, failed, cut off by a restart) in the interval
+// between two events in which it was lost (see Interval, Duplicate); in
+// exactly-once mode every word's committed history of counts must be
+// exactly 1, 2, ..., its occurrences.
 package chaos
 
 import (
@@ -78,19 +83,31 @@ type Result struct {
 	// by a cluster restart). Lost and Duplicated are measured against
 	// the input the cluster does hold.
 	InputLost int64 `json:"input_lost"`
+	// Duplicates are the words counted high, in word order.
+	Duplicates []Duplicate `json:"duplicates,omitempty"`
+	// Histories, under exactly-once, are the words whose committed
+	// history of counts is not exactly 1..n (counts.Exact), at most 20.
+	Histories []string `json:"histories,omitempty"`
+	// Intervals say who ran which task between two events and who was
+	// lost then: what excuses an at-least-once duplicate.
+	Intervals []Interval `json:"intervals"`
 }
 
-// OK reports whether the run kept its guarantee: nothing lost; under
-// exactly-once nothing duplicated either, and under at-least-once
-// duplicates only when an instance crashed or failed or the cluster
-// restarted (a member whose session ran out while the cluster was down
-// loses its tasks without committing).
+// OK reports whether the run kept its guarantee: nothing lost, neither
+// counts nor acknowledged input; under exactly-once nothing duplicated
+// and every word's committed history exactly 1..n; under at-least-once
+// every duplicate excused: one of the word's tasks ran on an instance
+// that was lost in the same interval (it crashed or failed, or a cluster
+// restart cut it off: a member whose session ran out while the cluster
+// was down loses its tasks without committing).
 func (r Result) OK() bool {
-	if r.Guarantee == baton.ExactlyOnce.String() {
-		return r.Lost == 0 && r.Duplicated == 0
+	if r.Lost > 0 || r.InputLost > 0 {
+		return false
 	}
-	crashes := r.Events["crash"] + r.Events["leader-crash"] + r.Events["handover-crash"] + r.Events["failed"] + r.Events["cluster-restart"] + r.Events["broker-restart"]
-	return r.Lost == 0 && (r.Duplicated == 0 || crashes > 0)
+	if r.Guarantee == baton.ExactlyOnce.String() {
+		return r.Duplicated == 0 && len(r.Duplicates) == 0 && len(r.Histories) == 0
+	}
+	return len(r.Unexcused()) == 0
 }
 
 func (r Result) String() string {
@@ -102,8 +119,16 @@ func (r Result) String() string {
 	if r.InputLost > 0 {
 		lostIn = fmt.Sprintf(" (input lost by the cluster: %d)", r.InputLost)
 	}
-	return fmt.Sprintf("seed %d, %s: events %s; records in %d, words %d, lost %d, duplicated %d%s",
-		r.Seed, r.Guarantee, strings.Join(ev, " "), r.RecordsIn, r.Words, r.Lost, r.Duplicated, lostIn)
+	unexcused := ""
+	if r.Guarantee != baton.ExactlyOnce.String() && r.Duplicated > 0 {
+		unexcused = fmt.Sprintf(" (%d of %d duplicated words unexcused)", len(r.Unexcused()), len(r.Duplicates))
+	}
+	histories := ""
+	if len(r.Histories) > 0 {
+		histories = fmt.Sprintf("; committed histories not 1..n: %s", strings.Join(r.Histories, "; "))
+	}
+	return fmt.Sprintf("seed %d, %s: events %s; records in %d, words %d, lost %d, duplicated %d%s%s%s",
+		r.Seed, r.Guarantee, strings.Join(ev, " "), r.RecordsIn, r.Words, r.Lost, r.Duplicated, unexcused, lostIn, histories)
 }
 
 type instance struct {
@@ -134,6 +159,8 @@ type run struct {
 	in     int64
 	events []baton.Event
 	next   int
+	marks  []mark // when each event began
+	losses []loss // when each instance was lost
 }
 
 func (r *run) say(format string, args ...any) {
@@ -186,7 +213,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			r.cluster.Close()
 		}
 	}()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		return res, err
 	}
@@ -221,7 +248,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		case <-ctx.Done():
 		case <-time.After(cfg.Every):
 		}
+		begun := time.Now()
 		kind, err := r.event()
+		r.mu.Lock()
+		r.marks = append(r.marks, mark{at: begun, event: kind})
+		r.mu.Unlock()
 		if err != nil {
 			stopInput()
 			return res, err
@@ -238,7 +269,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, err
 	}
 	r.say("input stopped; waiting for every count to settle")
-	stored, err := r.readInput(ctx)
+	stored, parts, err := r.readInput(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -246,8 +277,20 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	if cfg.Guarantee == baton.ExactlyOnce {
+		seqs, err := counts.Sequences(ctx, r.brokers, r.counts)
+		if err != nil {
+			return res, fmt.Errorf("chaos: reading the output's history: %w", err)
+		}
+		res.Histories = counts.Exact(seqs, stored, 20)
+	}
+	words, err := r.wordPartitions(ctx, adm)
+	if err != nil {
+		return res, err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	res.Intervals = intervals(r.start, time.Now(), r.marks, r.events, r.losses)
 	res.RecordsIn, res.Words = r.in, len(r.words)
 	for w, n := range r.words {
 		if stored[w] < n {
@@ -262,6 +305,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			res.LowWords = append(res.LowWords, w)
 		case have > want:
 			res.Duplicated += have - want
+			d := Duplicate{Word: w, Extra: have - want, Tasks: []string{topology.TaskID(1, topology.Partition([]byte(w), words))}}
+			for _, p := range parts[w] {
+				d.Tasks = append(d.Tasks, topology.TaskID(0, p))
+			}
+			slices.Sort(d.Tasks)
+			res.Duplicates = append(res.Duplicates, d)
 		}
 	}
 	return res, nil
@@ -342,6 +391,11 @@ func (r *run) event() (string, error) {
 //
 // On an external cluster, one broker is killed and restarted instead.
 func (r *run) restartCluster() error {
+	r.mu.Lock()
+	for _, in := range r.alive {
+		r.losses = append(r.losses, loss{at: time.Now(), instance: in.id})
+	}
+	r.mu.Unlock()
 	if ext := r.cfg.External; ext != nil {
 		what, err := ext.RestartBroker(context.Background(), r.rng)
 		r.say("%s", what)
@@ -412,12 +466,20 @@ func (r *run) leader() *instance {
 // session timeout), then stops its process-side remains.
 func (r *run) crash(in *instance) {
 	in.cut.Cut()
+	r.lose(in.id, true)
 	r.remove(in)
 	go func() {
 		in.cancel()
 		in.app.Leave()
 		<-in.done
 	}()
+}
+
+// lose records that an instance was lost now; ends: it stops for good.
+func (r *run) lose(id string, ends bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.losses = append(r.losses, loss{at: time.Now(), instance: id, ends: ends})
 }
 
 func (r *run) remove(in *instance) {
@@ -475,6 +537,7 @@ func (r *run) startInstance() (*instance, error) {
 		if err != nil && ctx.Err() == nil {
 			// It stopped by itself: report it, and count it as a crash.
 			r.say("%s stopped with an error: %v", id, err)
+			r.lose(id, true)
 			r.mu.Lock()
 			r.failed++
 			r.mu.Unlock()
@@ -506,19 +569,24 @@ func (r *run) stopAll() {
 	}
 }
 
-// produce writes keyed lines of words from a small vocabulary until ctx
-// ends, remembering every occurrence it got acknowledged.
+// produce writes lines of words from a small vocabulary until ctx ends,
+// remembering every occurrence it got acknowledged. Line n goes to input
+// partition n mod Partitions, and its words name that partition: a
+// word's input is in one partition, so a duplicate of it points at few
+// tasks (see Duplicate).
 func (r *run) produce(ctx context.Context, cl *kgo.Client) error {
 	n := 0
 	return tick.Every(ctx, 20*time.Millisecond, func() error {
 		var recs []*kgo.Record
 		counted := map[string]int64{}
 		for range 10 {
-			line := fmt.Sprintf("w%d w%d", n%500, (n*7)%311)
+			p := int32(n) % r.cfg.Partitions
+			k := n / int(r.cfg.Partitions)
+			line := fmt.Sprintf("p%d.w%d p%d.v%d", p, k%125, p, (k*7)%78)
 			for _, w := range strings.Fields(line) {
 				counted[w]++
 			}
-			recs = append(recs, &kgo.Record{Topic: r.lines, Key: []byte(strconv.Itoa(n)), Value: []byte(line)})
+			recs = append(recs, &kgo.Record{Topic: r.lines, Partition: p, Key: []byte(strconv.Itoa(n)), Value: []byte(line)})
 			n++
 		}
 		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
@@ -534,18 +602,42 @@ func (r *run) produce(ctx context.Context, cl *kgo.Client) error {
 	})
 }
 
-// readInput counts the words of every line the input topic holds.
-func (r *run) readInput(ctx context.Context) (map[string]int64, error) {
+// readInput counts the words of every line the input topic holds, and
+// says which input partitions hold each word (sorted).
+func (r *run) readInput(ctx context.Context) (map[string]int64, map[string][]int32, error) {
 	out := map[string]int64{}
+	parts := map[string][]int32{}
 	err := counts.Scan(ctx, r.brokers, r.lines, false, func(rec *kgo.Record) {
 		for _, w := range strings.Fields(string(rec.Value)) {
 			out[w]++
+			if !slices.Contains(parts[w], rec.Partition) {
+				parts[w] = append(parts[w], rec.Partition)
+				slices.Sort(parts[w])
+			}
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("chaos: reading the input back: %w", err)
+		return nil, nil, fmt.Errorf("chaos: reading the input back: %w", err)
 	}
-	return out, nil
+	return out, parts, nil
+}
+
+// wordPartitions returns the partitions of the repartition topic the
+// words go through: a word is counted by the task of its partition there.
+func (r *run) wordPartitions(ctx context.Context, adm *kadm.Client) (int32, error) {
+	topic := topology.RepartitionTopic(r.appID, "words")
+	td, err := adm.ListTopics(ctx, topic)
+	if err == nil {
+		err = td.Error()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("chaos: listing %s: %w", topic, err)
+	}
+	n := int32(len(td[topic].Partitions))
+	if n == 0 {
+		return 0, fmt.Errorf("chaos: %s has no partitions", topic)
+	}
+	return n, nil
 }
 
 // settle waits until the counts stop changing and every word is counted at

@@ -21,10 +21,13 @@ wordcount instances, keeps input flowing, and every few seconds joins, drains
 or crashes an instance (a crash cuts its connections, as SIGKILL would),
 sometimes crashing the leader while a learner warms or a newcomer as a task is
 handed over to it, sometimes restarting the whole cluster from its data
-directory. Then it checks every word's count
-against the input: nothing may be lost; under at-least-once duplicates are
-allowed only after a crash, under exactly-once every count must be exact.
-Exit 1 if that does not hold.
+directory. Then it checks every word's count against the input: nothing
+may be lost, neither counts nor input the cluster acknowledged; under
+at-least-once a word may be counted high only if one of the tasks that
+count it ran on an instance lost (crashed, failed, cut off by a restart)
+in the interval between two events it was lost in; under exactly-once
+every word's committed counts must be exactly 1, 2, ..., n. Exit 1 if
+that does not hold.
 
 With --brokers it runs on that cluster instead (Apache Kafka, say), under
 topic names and an application id that start with chaos-<seed>-<time>-, and
@@ -63,7 +66,8 @@ is: BATON_KAFKA=real BATON_CHAOS_DURATION=10m go test ./chaos -run TestChaosShor
 			}
 		}
 		if !res.OK() {
-			return fmt.Errorf("chaos: %s broken: lost %d, duplicated %d occurrences (low words %v)", res.Guarantee, res.Lost, res.Duplicated, res.LowWords)
+			return fmt.Errorf("chaos: %s broken: lost %d, input lost %d, duplicated %d occurrences (unexcused: %v; low words %v)",
+				res.Guarantee, res.Lost, res.InputLost, res.Duplicated, res.Unexcused(), res.LowWords)
 		}
 		return nil
 	},

@@ -68,6 +68,7 @@ func TestInteropConsoleConsumer(t *testing.T) {
 		got, err = counts.Read(context.Background(), tg.Brokers, output)
 		return err == nil && fmt.Sprint(got) == fmt.Sprint(want)
 	})
+	(&e2e{brokers: tg.Bootstrap(), counts: output}).checkHistories(t, want)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

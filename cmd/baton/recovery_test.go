@@ -121,6 +121,8 @@ func TestMeasureKill9Recovery(t *testing.T) {
 				name, len(ofB), took.Seconds(), whole.Seconds(), exact)
 			if !exact {
 				t.Errorf("counts not exact after the kill -9")
+			} else {
+				e.checkHistories(t, want)
 			}
 			a.stop(t, 60*time.Second)
 			b.stop(t, 60*time.Second)

@@ -302,17 +302,7 @@ func TestClusterAndRunProcesses(t *testing.T) {
 		t.Errorf("SIGTERM: exit %d, want 0; stderr:\n%s", code, a.stderr)
 	}
 	produce(200, 200)
-	deadline = time.Now().Add(60 * time.Second)
-	for {
-		got := e.readCounts(t)
-		if fmt.Sprint(got) == fmt.Sprint(want) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("counts:\n got %v\nwant %v", got, want)
-		}
-		time.Sleep(300 * time.Millisecond)
-	}
+	e.waitExact(t, want, 60*time.Second)
 	if code := b.stop(t, 60*time.Second); code != 0 {
 		t.Errorf("SIGTERM: exit %d, want 0; stderr:\n%s", code, b.stderr)
 	}
