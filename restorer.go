@@ -103,8 +103,6 @@ func (r *restorer) run(ctx context.Context, done <-chan struct{}) {
 				select {
 				case <-ctx.Done():
 					return
-				case <-done:
-					return
 				case <-r.wake:
 				}
 				continue
@@ -117,9 +115,7 @@ func (r *restorer) run(ctx context.Context, done <-chan struct{}) {
 		}
 		chunk, rest := r.chunk()
 		select {
-		case <-ctx.Done():
-			return
-		case <-done:
+		case <-ctx.Done(): // done closed too
 			return
 		case <-r.wake:
 			// Commands first: they may drop some of the chunk.
