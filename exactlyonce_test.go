@@ -70,19 +70,27 @@ func TestExactlyOnceCrash(t *testing.T) {
 }
 
 // TestExactlyOnceScaling: exact counts under exactly-once through joins
-// (learners, warm handovers) and drains while records flow.
+// (learners, warm handovers) and drains while records flow; at each join
+// and drain, no task stops unless a plan moves it.
 func TestExactlyOnceScaling(t *testing.T) {
 	h := newHarness(t, 4)
 	h.prefill(2000)
 	eos := []Option{WithGuarantee(ExactlyOnce), WithTransactionTimeout(3 * time.Second)}
 	a := h.start("a", eos...)
+	h.eventually(60*time.Second, "a to run every task", func() bool { return balanced(a) })
 	f := h.startFlow(20 * time.Millisecond)
+	m := h.mark(a)
 	b := h.start("b", eos...)
 	h.eventually(60*time.Second, "a and b", func() bool { return balanced(a, b) })
+	h.checkOnlyMovedStop(m)
+	m = h.mark(a, b)
 	c := h.start("c", eos...)
 	h.eventually(60*time.Second, "a, b and c", func() bool { return balanced(a, b, c) })
+	h.checkOnlyMovedStop(m)
+	m = h.mark(a, b, c)
 	a.stop(t)
 	h.eventually(60*time.Second, "b and c", func() bool { return balanced(b, c) })
+	h.checkOnlyMovedStop(m)
 	f.stop()
 	h.waitExact(60 * time.Second)
 	if len(h.eventsOf(EventLearner)) == 0 {
