@@ -415,7 +415,8 @@ func TestExactAfterJoinsAndDrains(t *testing.T) {
 }
 
 // TestCorruptStateIsRestored: a task's state directory damaged between
-// runs is wiped and restored from the changelog; the counts stay exact.
+// runs is wiped and restored from the changelog; the other tasks' stores
+// are kept as they are; the counts stay exact.
 func TestCorruptStateIsRestored(t *testing.T) {
 	h := newHarness(t, 4)
 	h.prefill(2000)
@@ -435,29 +436,52 @@ func TestCorruptStateIsRestored(t *testing.T) {
 	h.produce(300)
 	h.start("a2", WithStateDir(dir))
 	h.waitExact(30 * time.Second)
-	restored := false
-	for _, e := range h.eventsOf(EventAssigned) {
-		restored = restored || (e.Instance == "a2" && e.Task == "1_0" && e.Lag > 0)
+	// Nothing was written to the changelogs while no instance ran: a store
+	// kept from disk replays nothing, a wiped one replays its changelog.
+	replayed := map[string]int64{}
+	for _, e := range h.eventsOn("a2", EventRestored) {
+		replayed[e.Task] += e.Replayed
 	}
-	if !restored {
-		t.Error("the damaged task was not restored from its changelog (no lag at assignment)")
+	for _, id := range []string{"1_0", "1_1", "1_2", "1_3"} {
+		n, ok := replayed[id]
+		switch {
+		case !ok:
+			t.Errorf("task %s never finished restoring on a2", id)
+		case id == "1_0" && n == 0:
+			t.Error("the damaged task 1_0 was not restored from its changelog (nothing replayed)")
+		case id != "1_0" && n != 0:
+			t.Errorf("healthy task %s replayed %d changelog records: its store on disk was not kept", id, n)
+		}
 	}
 }
 
 // TestStateBehindChangelogStart: a store whose checkpoint is older than
 // the changelog's first offset (records deleted meanwhile) is wiped and
 // restored from the changelog's start, with a log line naming the task.
+// a counts "alpha"; b, on other state, counts "beta" in two rounds; then
+// the changelog loses a's records and the first of b's. a's store, behind
+// the start, must be wiped (else alpha keeps a's count) and rebuilt from
+// what remains (else beta loses b's count).
 func TestStateBehindChangelogStart(t *testing.T) {
 	h := newHarness(t, 1)
-	h.produce(200)
+	lines := func(n int, line string) {
+		t.Helper()
+		var recs []*kgo.Record
+		for range n {
+			recs = append(recs, &kgo.Record{Topic: h.input, Value: []byte(line)})
+			for _, w := range strings.Fields(line) {
+				h.words[w]++
+			}
+		}
+		if err := h.prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines(100, "alpha")
 	dir := t.TempDir()
 	a := h.start("a", WithStateDir(dir))
 	h.waitExact(30 * time.Second)
 	a.stop(t)
-	h.produce(200)
-	b := h.start("b")
-	h.waitExact(30 * time.Second)
-	b.stop(t)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...))
 	if err != nil {
@@ -466,6 +490,22 @@ func TestStateBehindChangelogStart(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	changelog := topology.ChangelogTopic(h.appID, "counts")
+	ends, err := adm.ListEndOffsets(context.Background(), changelog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkpoint, ok := ends.Lookup(changelog, 0) // a's store has all of it
+	if !ok || checkpoint.Offset == 0 {
+		t.Fatalf("a wrote nothing to %s", changelog)
+	}
+
+	b := h.start("b")
+	lines(50, "beta")
+	h.waitExact(30 * time.Second)
+	lines(50, "beta")
+	h.waitExact(30 * time.Second)
+	b.stop(t)
+
 	// Apache Kafka deletes records only from topics whose cleanup policy
 	// includes delete.
 	alter := []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr("compact,delete")}}
@@ -474,12 +514,10 @@ func TestStateBehindChangelogStart(t *testing.T) {
 	} else if err := resp[0].Err; err != nil {
 		t.Fatalf("cleanup.policy of %s: %v", changelog, err)
 	}
-	ends, err := adm.ListEndOffsets(context.Background(), changelog)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The first record after a's checkpoint goes too: a's store is then
+	// behind the start. beta's later records still hold its count.
 	var del kadm.Offsets
-	ends.Each(func(o kadm.ListedOffset) { del.AddOffset(o.Topic, o.Partition, o.Offset, -1) })
+	del.AddOffset(changelog, 0, checkpoint.Offset+1, -1)
 	deleted, err := adm.DeleteRecords(context.Background(), del)
 	if err == nil {
 		err = deleted.Error()
@@ -492,6 +530,11 @@ func TestStateBehindChangelogStart(t *testing.T) {
 	h.eventually(30*time.Second, "a2 to wipe the store behind the changelog's start", func() bool {
 		return strings.Contains(logs.String(), "behind its changelog's start") && strings.Contains(logs.String(), "task=1_0")
 	})
+	// What the changelog still holds, and what comes next: alpha counts
+	// from zero again (its records are gone), beta goes on from 100.
+	h.words = map[string]int64{"alpha": 0, "beta": h.words["beta"]}
+	lines(10, "alpha beta")
+	h.waitExact(30 * time.Second)
 }
 
 // mark is a point in a test's history: how many events and plans were
