@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/baton-streams/baton/internal/counts"
+	"github.com/baton-streams/baton/instance"
 	"github.com/baton-streams/baton/internal/faultnet"
 	"github.com/baton-streams/baton/internal/kafkatest"
 	"github.com/baton-streams/baton/internal/tick"
@@ -318,7 +319,8 @@ func TestCrash(t *testing.T) {
 
 // TestLeaderCrashWhileLearning is the seed's second scenario: the leader
 // dies while a new instance warms a learner. The new instance's link is
-// slow, so the learner is still warming when the leader dies (checked).
+// slow, and the leader dies only once c's learner is seen restoring,
+// behind by more than the acceptable lag.
 // The survivors reassign everything; b's tasks stop only if a plan moves
 // them; no count is lost.
 func TestLeaderCrashWhileLearning(t *testing.T) {
@@ -330,41 +332,35 @@ func TestLeaderCrashWhileLearning(t *testing.T) {
 	b := h.start("b")
 	h.eventually(30*time.Second, "a and b to share the tasks", func() bool { return balanced(a, b) })
 	m := h.mark(a, b)
-	crashed := make(chan struct{})
-	var warming string // the learner c had when a died, if it was not ready
-	go func() {        // crash the leader as soon as c starts learning
+	// Crash the leader while c has a learner restoring: its lag known and
+	// above the acceptable lag (10).
+	crashed, quit := make(chan string, 1), make(chan struct{})
+	defer close(quit)
+	go func() {
 		for {
-			h.mu.Lock()
-			learning, ready := "", map[string]bool{}
-			for _, e := range h.events[m.events:] {
-				switch {
-				case e.Kind == EventLearner && e.Instance == "c":
-					learning = e.Task
-				case e.Kind == EventLearnerReady && e.Instance == "c":
-					ready[e.Task] = true
+			if app, ok := h.apps.Load("c"); ok {
+				for _, ts := range app.(*App).Status().Tasks {
+					if ts.Role == "learner" && ts.Lag > 10 && ts.Lag != instance.UnknownLag {
+						cut.Cut()
+						crashed <- fmt.Sprintf("%s (lag %d)", ts.ID, ts.Lag)
+						return
+					}
 				}
 			}
-			if learning != "" && !ready[learning] {
-				warming = learning
-			}
-			h.mu.Unlock()
-			if learning != "" {
-				cut.Cut()
-				close(crashed)
+			select {
+			case <-quit:
 				return
+			case <-time.After(5 * time.Millisecond):
 			}
-			time.Sleep(5 * time.Millisecond)
 		}
 	}()
 	slow := &faultnet.Slow{BytesPerSecond: 60_000}
 	c := h.start("c", WithKafkaOptions(kgo.Dialer(slow.Dial)))
 	select {
-	case <-crashed:
+	case learner := <-crashed:
+		t.Logf("the leader died while c's learner %s restored", learner)
 	case <-time.After(30 * time.Second):
-		t.Fatal("c never started a learner")
-	}
-	if warming == "" {
-		t.Fatal("c's learner was ready before the leader died: the scenario did not happen")
+		t.Fatal("c never had a learner restoring (lag known and above the acceptable lag)")
 	}
 	f := h.startFlow(20 * time.Millisecond)
 	h.eventually(40*time.Second, "b and c to own every task", func() bool { return balanced(b, c) })
