@@ -18,8 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
-	"github.com/baton-streams/baton/internal/counts"
 	"github.com/baton-streams/baton/instance"
+	"github.com/baton-streams/baton/internal/counts"
 	"github.com/baton-streams/baton/internal/faultnet"
 	"github.com/baton-streams/baton/internal/kafkatest"
 	"github.com/baton-streams/baton/internal/tick"
@@ -178,7 +178,8 @@ func (h *harness) waitAtLeast(timeout time.Duration) {
 // to see what happens meanwhile. Each stateful task it takes is first
 // restored there by a learner while its owner keeps processing, and is
 // revoked only once that learner is ready (checkLearnerPromise); tasks
-// that do not move are never revoked nor stopped (checkOnlyMovedStop);
+// that do not move are never revoked, restarted nor paused
+// (checkOnlyMovedStop);
 // each handed-over task needs at most acceptable_lag records replayed;
 // counts stay exact.
 func TestScaleOut(t *testing.T) {
@@ -558,11 +559,9 @@ func (h *harness) since(m mark) ([]Event, []PlanStatus) {
 // checkOnlyMovedStop checks the cooperative promise over everything since
 // m: a task is revoked only from an instance a plan told to revoke it,
 // and a task that no plan moved (active on the same instance at m and in
-// every plan since) is never revoked nor assigned again. An assignment is
-// the only way a running task stops: it starts it again, and a stateful
-// one waits, its input paused, until its state is restored
-// (package lifecycle). Every plan must have been recorded, and at least
-// one task must have stayed, or the check would prove nothing.
+// every plan since) is never revoked, assigned again (which restarts it)
+// nor paused. Every plan must have been recorded, and at least one task
+// must have stayed, or the check would prove nothing.
 func (h *harness) checkOnlyMovedStop(m mark) {
 	h.t.Helper()
 	events, plans := h.since(m)
@@ -605,6 +604,8 @@ func (h *harness) checkOnlyMovedStop(m mark) {
 			h.t.Errorf("task %s revoked from %s though every plan kept it on %s", e.Task, e.Instance, stayed[e.Task])
 		case e.Kind == EventAssigned && stayed[e.Task] != "":
 			h.t.Errorf("task %s assigned again on %s (%s, lag %d) though every plan kept it on %s: it stopped", e.Task, e.Instance, e.Detail, e.Lag, stayed[e.Task])
+		case e.Kind == EventPaused && stayed[e.Task] != "":
+			h.t.Errorf("task %s paused on %s though every plan kept it on %s", e.Task, e.Instance, stayed[e.Task])
 		}
 	}
 }
@@ -715,7 +716,7 @@ func (s *sampler) between(instance, task string, from, to time.Time) (first, las
 // committed offset of its input rose); and the handover gap (last record processed by the old owner to the
 // first by the new one) was shorter than the learner's warm-up, which a
 // task revoked first and restored afterwards would not manage. It
-// returns how many tasks it checked.
+// returns how many stateful tasks moved to instance to.
 func (h *harness) checkLearnerPromise(m mark, s *sampler, to string) int {
 	h.t.Helper()
 	events, _ := h.since(m)
@@ -744,6 +745,7 @@ func (h *harness) checkLearnerPromise(m mark, s *sampler, to string) int {
 				first = e
 			}
 		}
+		checked++
 		switch {
 		case learner == nil:
 			h.t.Errorf("task %s became active on %s with no learner there first", id, to)
@@ -758,7 +760,6 @@ func (h *harness) checkLearnerPromise(m mark, s *sampler, to string) int {
 			h.t.Errorf("task %s: no last record on %s (%v) or first record on %s (%v)", id, from, last != nil, to, first != nil)
 			continue
 		}
-		checked++
 		// Processing and commits go on through the warm-up: in each half
 		// of it the owner processed records, and over it the committed
 		// offset rose.
