@@ -179,9 +179,8 @@ func (h *harness) waitAtLeast(timeout time.Duration) {
 // restored there by a learner while its owner keeps processing, and is
 // revoked only once that learner is ready (checkLearnerPromise); tasks
 // that do not move are never revoked, restarted nor paused
-// (checkOnlyMovedStop);
-// each handed-over task needs at most acceptable_lag records replayed;
-// counts stay exact.
+// (checkOnlyMovedStop); each handed-over task needs at most
+// acceptable_lag records replayed; counts stay exact.
 func TestScaleOut(t *testing.T) {
 	h := newHarness(t, 4)
 	h.prefill(60000)
@@ -198,7 +197,7 @@ func TestScaleOut(t *testing.T) {
 	}
 	a, b := h.start("a", WithAcceptableLag(acceptable)), h.start("b", WithAcceptableLag(acceptable))
 	h.eventually(30*time.Second, "a and b to share the tasks", func() bool { return balanced(a, b) })
-	h.waitExact(60 * time.Second) // the learners restore the whole prefill
+	h.waitExact(60 * time.Second) // the changelogs hold the whole prefill
 	// About 150 changelog writes a second per task: the slow link reads
 	// several times that, so a ready learner is not far behind.
 	f := h.startFlow(100 * time.Millisecond)
@@ -682,10 +681,13 @@ func (h *harness) sample(apps ...*running) *sampler {
 			return nil
 		})
 	}()
+	var once sync.Once
 	s.stop = func() {
-		cancel()
-		<-done
-		cl.Close()
+		once.Do(func() {
+			cancel()
+			<-done
+			cl.Close()
+		})
 	}
 	h.t.Cleanup(s.stop)
 	return s
