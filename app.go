@@ -28,6 +28,8 @@ import (
 // Errors returned by Run.
 var (
 	ErrBrokers = errors.New("baton: brokers unreachable")
+	// ErrAuth: the brokers refused the credentials (WithSASL).
+	ErrAuth    = errors.New("baton: authentication with the brokers failed")
 	ErrRunning = errors.New("baton: App.Run called twice")
 )
 

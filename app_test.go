@@ -33,10 +33,12 @@ type harness struct {
 	input   string
 	output  string
 	words   map[string]int64 // occurrences produced so far
-	mu      sync.Mutex       // guards events
+	mu      sync.Mutex       // guards events and plans
 	events  []Event
-	wmu     sync.Mutex // guards words while a flow produces
-	runs    []*running // every instance started, for diagnostics
+	plans   []PlanStatus // every plan a leader computed, as it computed it
+	apps    sync.Map     // instance id -> *App, for the listener
+	wmu     sync.Mutex   // guards words while a flow produces
+	runs    []*running   // every instance started, for diagnostics
 	prod    *kgo.Client
 	rng     *rand.Rand
 	// injected: words whose counts a test wrote into a changelog
@@ -90,8 +92,20 @@ func (h *harness) produceErr(n int) error {
 }
 
 func (h *harness) listener(e Event) {
+	var plan *PlanStatus
+	if e.Kind == EventLeader {
+		// The leader stored its plan before it reported it.
+		if app, ok := h.apps.Load(e.Instance); ok {
+			if p := app.(*App).Status().Plan; p != nil && p.Generation == e.Generation {
+				plan = p
+			}
+		}
+	}
 	h.mu.Lock()
 	h.events = append(h.events, e)
+	if plan != nil {
+		h.plans = append(h.plans, *plan)
+	}
 	h.mu.Unlock()
 }
 
@@ -130,6 +144,7 @@ func (h *harness) start(id string, opts ...Option) *running {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	h.apps.Store(id, app)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{app: app, cancel: cancel, done: make(chan error, 1)}
 	h.runs = append(h.runs, r)

@@ -25,6 +25,10 @@ const (
 	EventStandby EventKind = "standby"
 	// EventLearnerReady: a learner caught up; the instance rejoins.
 	EventLearnerReady EventKind = "learner-ready"
+	// EventPaused: an active task's input was paused until its state is
+	// restored (it became active cold, or its warm copy still had a tail
+	// to read); EventRestored follows when it runs.
+	EventPaused EventKind = "paused"
 	// EventRestored: an active task finished restoring and runs.
 	EventRestored EventKind = "restored"
 	// EventFirstRecord: the first record a newly active task processed.

@@ -53,7 +53,7 @@ func TestExactlyOnceOptions(t *testing.T) {
 // test then starts another instance and tries again, at most five times.)
 // The survivors process its records again from the last commit, and every
 // word's committed history is exactly 1..n: nothing lost and nothing
-// counted twice.
+// counted twice. The survivors' own tasks never stop.
 func TestExactlyOnceCrash(t *testing.T) {
 	for _, standbys := range []int{0, 1} {
 		t.Run(map[int]string{0: "standbys=0", 1: "standbys=1"}[standbys], func(t *testing.T) {
@@ -71,6 +71,7 @@ func TestExactlyOnceCrash(t *testing.T) {
 				c := h.start(fmt.Sprintf("c%d", attempt), append(eos, WithKafkaOptions(kgo.Dialer(cut.Dial)))...)
 				h.eventually(60*time.Second, "three instances to share the tasks", func() bool { return balanced(a, b, c) })
 				h.eventually(30*time.Second, "c to write output in a transaction", func() bool { return txncheck.HoldsRecords(h.describeTxn(c), h.output) })
+				m := h.mark(a, b, c)
 				cut.Cut()
 				// Cut off, c changes nothing in the cluster any more: what
 				// the coordinator holds now is its transaction at the cut.
@@ -93,6 +94,7 @@ func TestExactlyOnceCrash(t *testing.T) {
 					t.Logf("attempt %d: c's transaction was %s over %v at the cut: no output, or its commit had begun; again", attempt, txn.State, txn.Topics.Sorted())
 				}
 				h.eventually(30*time.Second, "a and b to own every task", func() bool { _, all := owners(a, b); return all })
+				h.checkOnlyMovedStop(m)
 				c.app.Leave()
 			}
 			f.stop()
@@ -112,19 +114,27 @@ func (h *harness) describeTxn(r *running) kadm.DescribedTransaction {
 }
 
 // TestExactlyOnceScaling: exact counts under exactly-once through joins
-// (learners, warm handovers) and drains while records flow.
+// (learners, warm handovers) and drains while records flow; at each join
+// and drain, no task stops unless a plan moves it.
 func TestExactlyOnceScaling(t *testing.T) {
 	h := newHarness(t, 4)
 	h.prefill(2000)
 	eos := []Option{WithGuarantee(ExactlyOnce), WithTransactionTimeout(3 * time.Second)}
 	a := h.start("a", eos...)
+	h.eventually(60*time.Second, "a to run every task", func() bool { return balanced(a) })
 	f := h.startFlow(20 * time.Millisecond)
+	m := h.mark(a)
 	b := h.start("b", eos...)
 	h.eventually(60*time.Second, "a and b", func() bool { return balanced(a, b) })
+	h.checkOnlyMovedStop(m)
+	m = h.mark(a, b)
 	c := h.start("c", eos...)
 	h.eventually(60*time.Second, "a, b and c", func() bool { return balanced(a, b, c) })
+	h.checkOnlyMovedStop(m)
+	m = h.mark(a, b, c)
 	a.stop(t)
 	h.eventually(60*time.Second, "b and c", func() bool { return balanced(b, c) })
+	h.checkOnlyMovedStop(m)
 	f.stop()
 	h.waitExact(60 * time.Second)
 	if len(h.eventsOf(EventLearner)) == 0 {

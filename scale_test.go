@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
+	"github.com/baton-streams/baton/instance"
+	"github.com/baton-streams/baton/internal/counts"
 	"github.com/baton-streams/baton/internal/faultnet"
 	"github.com/baton-streams/baton/internal/kafkatest"
 	"github.com/baton-streams/baton/internal/tick"
@@ -169,13 +173,17 @@ func (h *harness) waitAtLeast(timeout time.Duration) {
 	}
 }
 
-// TestScaleOut: a third instance joins while records flow. It restores as
-// a learner before any stateful task becomes active on it; tasks that do
-// not move are never revoked; each handed-over task needs at most
+// TestScaleOut: a third instance joins while records flow. Its link is
+// slow, so that restoring the counts' state takes it seconds: long enough
+// to see what happens meanwhile. Each stateful task it takes is first
+// restored there by a learner while its owner keeps processing, and is
+// revoked only once that learner is ready (checkLearnerPromise); tasks
+// that do not move are never revoked, restarted nor paused
+// (checkOnlyMovedStop); each handed-over task needs at most
 // acceptable_lag records replayed; counts stay exact.
 func TestScaleOut(t *testing.T) {
 	h := newHarness(t, 4)
-	h.prefill(3000)
+	h.prefill(60000)
 	// On Apache Kafka the old owner's last writes (flushed as it revokes
 	// the task) reach the learner a little after both rejoin for the
 	// follow-up round. A learner more than acceptable_lag behind the old
@@ -189,26 +197,22 @@ func TestScaleOut(t *testing.T) {
 	}
 	a, b := h.start("a", WithAcceptableLag(acceptable)), h.start("b", WithAcceptableLag(acceptable))
 	h.eventually(30*time.Second, "a and b to share the tasks", func() bool { return balanced(a, b) })
-	f := h.startFlow(20 * time.Millisecond)
-	h.mu.Lock()
-	since := len(h.events)
-	h.mu.Unlock()
-	c := h.start("c", WithAcceptableLag(acceptable))
-	h.eventually(30*time.Second, "c to run stateful tasks", func() bool { return balanced(a, b, c) })
+	h.waitExact(60 * time.Second) // the changelogs hold the whole prefill
+	// About 150 changelog writes a second per task: the slow link reads
+	// several times that, so a ready learner is not far behind.
+	f := h.startFlow(100 * time.Millisecond)
+	m := h.mark(a, b)
+	s := h.sample(a, b)
+	slow := &faultnet.Slow{BytesPerSecond: 60_000}
+	c := h.start("c", WithAcceptableLag(acceptable), WithKafkaOptions(kgo.Dialer(slow.Dial)))
+	h.eventually(60*time.Second, "c to run stateful tasks", func() bool { return balanced(a, b, c) })
+	s.stop()
 	f.stop()
 	h.waitExact(30 * time.Second)
 
-	final, _ := owners(a, b, c)
-	learned := map[string]bool{}
-	for _, e := range h.eventsOn("c", EventLearner) {
-		learned[e.Task] = true
-	}
 	for _, e := range h.eventsOn("c", EventAssigned) {
 		if !strings.HasPrefix(e.Task, "1_") {
 			continue
-		}
-		if !learned[e.Task] {
-			t.Errorf("stateful task %s became active on c without a learner first", e.Task)
 		}
 		if e.Detail != "warm" {
 			t.Errorf("task %s became active on c as %q, want a warm promotion of its open learner", e.Task, e.Detail)
@@ -222,24 +226,22 @@ func TestScaleOut(t *testing.T) {
 			t.Errorf("task %s replayed %d records on c after the handover", e.Task, e.Replayed)
 		}
 	}
-	h.mu.Lock()
-	after := slices.Clone(h.events[since:])
-	h.mu.Unlock()
-	for _, e := range after {
-		if e.Kind == EventRevoked && e.Instance != "c" && final[e.Task] != "c" {
-			t.Errorf("task %s revoked from %s though it did not move to c (now on %s)", e.Task, e.Instance, final[e.Task])
-		}
+	if n := h.checkLearnerPromise(m, s, "c"); n == 0 {
+		t.Error("no stateful task moved to c")
 	}
+	h.checkOnlyMovedStop(m)
 }
 
 // TestDrain: a draining instance hands its tasks to warm copies; nothing
-// is replayed from scratch, and counts stay exact.
+// is replayed from scratch, the other instances' tasks never stop, and
+// counts stay exact.
 func TestDrain(t *testing.T) {
 	h := newHarness(t, 4)
 	h.prefill(3000)
 	a, b, c := h.start("a"), h.start("b"), h.start("c")
 	h.eventually(30*time.Second, "three instances to share the tasks", func() bool { return balanced(a, b, c) })
 	f := h.startFlow(20 * time.Millisecond)
+	m := h.mark(a, b, c)
 	before := len(h.eventsOf(EventAssigned))
 	c.stop(t)
 	h.eventually(30*time.Second, "a and b to own every task", func() bool { _, all := owners(a, b); return all })
@@ -255,11 +257,15 @@ func TestDrain(t *testing.T) {
 			t.Errorf("task %s replayed %d records on %s", e.Task, e.Replayed, e.Instance)
 		}
 	}
+	h.checkOnlyMovedStop(m)
 }
 
 // TestCrash: an instance dies without leaving. Its tasks run elsewhere
-// after the session timeout; no count is lost. With a standby, its
-// stateful tasks go to the warm standby instead of restoring from zero.
+// after the session timeout; no count is lost, and no count is higher
+// than the work the dead instance may have done without committing it
+// explains (at-least-once). With a standby, its stateful tasks go to the
+// warm standby instead of restoring from zero. Tasks of the survivors
+// never stop.
 func TestCrash(t *testing.T) {
 	for _, standbys := range []int{0, 1} {
 		t.Run(fmt.Sprintf("standbys=%d", standbys), func(t *testing.T) {
@@ -283,13 +289,20 @@ func TestCrash(t *testing.T) {
 					return n == 4
 				})
 			}
+			// c dies in the middle of the flow, with records processed
+			// since its last commit.
+			base := processedBy(c)
 			f := h.startFlow(20 * time.Millisecond)
+			h.eventually(30*time.Second, "c to process the flow", func() bool { return processedBy(c) > base+200 })
 			lost, _ := owners(c)
+			m := h.mark(a, b, c)
 			before := len(h.eventsOf(EventAssigned))
 			cut.Cut()
+			uncommitted := h.uncommitted(lost)
 			h.eventually(30*time.Second, "a and b to own every task", func() bool { _, all := owners(a, b); return all })
 			f.stop()
 			h.waitAtLeast(30 * time.Second)
+			h.checkOverCount(uncommitted)
 			for _, e := range h.eventsOf(EventAssigned)[before:] {
 				if _, was := lost[e.Task]; !was || !strings.HasPrefix(e.Task, "1_") {
 					continue
@@ -298,14 +311,18 @@ func TestCrash(t *testing.T) {
 					t.Errorf("orphan %s went to %s with lag %d though a standby was warm", e.Task, e.Instance, e.Lag)
 				}
 			}
+			h.checkOnlyMovedStop(m)
 			c.app.Leave()
 		})
 	}
 }
 
 // TestLeaderCrashWhileLearning is the seed's second scenario: the leader
-// dies while a new instance warms a learner. The survivors reassign
-// everything; no count is lost.
+// dies while a new instance warms a learner. The new instance's link is
+// slow, and the leader dies only once c's learner is seen restoring,
+// behind by more than the acceptable lag.
+// The survivors reassign everything; b's tasks stop only if a plan moves
+// them; no count is lost.
 func TestLeaderCrashWhileLearning(t *testing.T) {
 	h := newHarness(t, 4)
 	h.prefill(20000)
@@ -314,55 +331,73 @@ func TestLeaderCrashWhileLearning(t *testing.T) {
 	h.eventually(30*time.Second, "a to lead", func() bool { return a.app.Status().Leader })
 	b := h.start("b")
 	h.eventually(30*time.Second, "a and b to share the tasks", func() bool { return balanced(a, b) })
-	h.mu.Lock()
-	crashed := make(chan struct{})
-	prev := len(h.events)
-	h.mu.Unlock()
-	go func() { // crash the leader as soon as c starts learning
+	m := h.mark(a, b)
+	// Crash the leader while c has a learner restoring: its lag known and
+	// above the acceptable lag (10).
+	crashed, quit := make(chan string, 1), make(chan struct{})
+	defer close(quit)
+	go func() {
 		for {
-			h.mu.Lock()
-			learning := false
-			for _, e := range h.events[prev:] {
-				learning = learning || (e.Kind == EventLearner && e.Instance == "c")
+			if app, ok := h.apps.Load("c"); ok {
+				for _, ts := range app.(*App).Status().Tasks {
+					if ts.Role == "learner" && ts.Lag > 10 && ts.Lag != instance.UnknownLag {
+						cut.Cut()
+						crashed <- fmt.Sprintf("%s (lag %d)", ts.ID, ts.Lag)
+						return
+					}
+				}
 			}
-			h.mu.Unlock()
-			if learning {
-				cut.Cut()
-				close(crashed)
+			select {
+			case <-quit:
 				return
+			case <-time.After(5 * time.Millisecond):
 			}
-			time.Sleep(5 * time.Millisecond)
 		}
 	}()
-	c := h.start("c")
+	slow := &faultnet.Slow{BytesPerSecond: 60_000}
+	c := h.start("c", WithKafkaOptions(kgo.Dialer(slow.Dial)))
 	select {
-	case <-crashed:
+	case learner := <-crashed:
+		t.Logf("the leader died while c's learner %s restored", learner)
 	case <-time.After(30 * time.Second):
-		t.Fatal("c never started a learner")
+		t.Fatal("c never had a learner restoring (lag known and above the acceptable lag)")
 	}
 	f := h.startFlow(20 * time.Millisecond)
 	h.eventually(40*time.Second, "b and c to own every task", func() bool { return balanced(b, c) })
 	f.stop()
 	h.waitAtLeast(30 * time.Second)
+	h.checkOnlyMovedStop(m)
 	a.app.Leave()
 }
 
 // TestExactAfterJoinsAndDrains: a run with several graceful joins and
-// drains ends with every count exact.
+// drains ends with every count exact; at each join and drain, no task
+// stopped unless a plan moved it.
 func TestExactAfterJoinsAndDrains(t *testing.T) {
 	h := newHarness(t, 4)
 	h.prefill(2000)
 	a := h.start("a")
+	h.eventually(30*time.Second, "a to run every task", func() bool { return balanced(a) })
 	f := h.startFlow(20 * time.Millisecond)
+	m := h.mark(a)
 	b := h.start("b")
 	h.eventually(30*time.Second, "a and b", func() bool { return balanced(a, b) })
+	h.checkOnlyMovedStop(m)
+	m = h.mark(a, b)
 	c := h.start("c")
 	h.eventually(30*time.Second, "a, b and c", func() bool { return balanced(a, b, c) })
+	h.checkOnlyMovedStop(m)
+	m = h.mark(a, b, c)
 	a.stop(t)
+	h.checkOnlyMovedStop(m)
+	m = h.mark(b, c)
 	d := h.start("d")
 	h.eventually(30*time.Second, "b, c and d", func() bool { return balanced(b, c, d) })
+	h.checkOnlyMovedStop(m)
+	m = h.mark(b, c, d)
 	b.stop(t)
 	h.eventually(30*time.Second, "c and d", func() bool { return balanced(c, d) })
+	h.checkOnlyMovedStop(m)
 	f.stop()
 	h.waitExact(30 * time.Second)
 	ids := []string{}
@@ -376,7 +411,8 @@ func TestExactAfterJoinsAndDrains(t *testing.T) {
 }
 
 // TestCorruptStateIsRestored: a task's state directory damaged between
-// runs is wiped and restored from the changelog; the counts stay exact.
+// runs is wiped and restored from the changelog; the other tasks' stores
+// are kept as they are; the counts stay exact.
 func TestCorruptStateIsRestored(t *testing.T) {
 	h := newHarness(t, 4)
 	h.prefill(2000)
@@ -396,29 +432,52 @@ func TestCorruptStateIsRestored(t *testing.T) {
 	h.produce(300)
 	h.start("a2", WithStateDir(dir))
 	h.waitExact(30 * time.Second)
-	restored := false
-	for _, e := range h.eventsOf(EventAssigned) {
-		restored = restored || (e.Instance == "a2" && e.Task == "1_0" && e.Lag > 0)
+	// Nothing was written to the changelogs while no instance ran: a store
+	// kept from disk replays nothing, a wiped one replays its changelog.
+	replayed := map[string]int64{}
+	for _, e := range h.eventsOn("a2", EventRestored) {
+		replayed[e.Task] += e.Replayed
 	}
-	if !restored {
-		t.Error("the damaged task was not restored from its changelog (no lag at assignment)")
+	for _, id := range []string{"1_0", "1_1", "1_2", "1_3"} {
+		n, ok := replayed[id]
+		switch {
+		case !ok:
+			t.Errorf("task %s never finished restoring on a2", id)
+		case id == "1_0" && n == 0:
+			t.Error("the damaged task 1_0 was not restored from its changelog (nothing replayed)")
+		case id != "1_0" && n != 0:
+			t.Errorf("healthy task %s replayed %d changelog records: its store on disk was not kept", id, n)
+		}
 	}
 }
 
 // TestStateBehindChangelogStart: a store whose checkpoint is older than
 // the changelog's first offset (records deleted meanwhile) is wiped and
 // restored from the changelog's start, with a log line naming the task.
+// a counts "alpha"; b, on other state, counts "beta" in two rounds; then
+// the changelog loses a's records and the first of b's. a's store, behind
+// the start, must be wiped (else alpha keeps a's count) and rebuilt from
+// what remains (else beta loses b's count).
 func TestStateBehindChangelogStart(t *testing.T) {
 	h := newHarness(t, 1)
-	h.produce(200)
+	lines := func(n int, line string) {
+		t.Helper()
+		var recs []*kgo.Record
+		for range n {
+			recs = append(recs, &kgo.Record{Topic: h.input, Value: []byte(line)})
+			for _, w := range strings.Fields(line) {
+				h.words[w]++
+			}
+		}
+		if err := h.prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines(100, "alpha")
 	dir := t.TempDir()
 	a := h.start("a", WithStateDir(dir))
 	h.waitExact(30 * time.Second)
 	a.stop(t)
-	h.produce(200)
-	b := h.start("b")
-	h.waitExact(30 * time.Second)
-	b.stop(t)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...))
 	if err != nil {
@@ -427,6 +486,22 @@ func TestStateBehindChangelogStart(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	changelog := topology.ChangelogTopic(h.appID, "counts")
+	ends, err := adm.ListEndOffsets(context.Background(), changelog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkpoint, ok := ends.Lookup(changelog, 0) // a's store has all of it
+	if !ok || checkpoint.Offset == 0 {
+		t.Fatalf("a wrote nothing to %s", changelog)
+	}
+
+	b := h.start("b")
+	lines(50, "beta")
+	h.waitExact(30 * time.Second)
+	lines(50, "beta")
+	h.waitExact(30 * time.Second)
+	b.stop(t)
+
 	// Apache Kafka deletes records only from topics whose cleanup policy
 	// includes delete.
 	alter := []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr("compact,delete")}}
@@ -435,12 +510,10 @@ func TestStateBehindChangelogStart(t *testing.T) {
 	} else if err := resp[0].Err; err != nil {
 		t.Fatalf("cleanup.policy of %s: %v", changelog, err)
 	}
-	ends, err := adm.ListEndOffsets(context.Background(), changelog)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The first record after a's checkpoint goes too: a's store is then
+	// behind the start. beta's later records still hold its count.
 	var del kadm.Offsets
-	ends.Each(func(o kadm.ListedOffset) { del.AddOffset(o.Topic, o.Partition, o.Offset, -1) })
+	del.AddOffset(changelog, 0, checkpoint.Offset+1, -1)
 	deleted, err := adm.DeleteRecords(context.Background(), del)
 	if err == nil {
 		err = deleted.Error()
@@ -453,4 +526,360 @@ func TestStateBehindChangelogStart(t *testing.T) {
 	h.eventually(30*time.Second, "a2 to wipe the store behind the changelog's start", func() bool {
 		return strings.Contains(logs.String(), "behind its changelog's start") && strings.Contains(logs.String(), "task=1_0")
 	})
+	// What the changelog still holds, and what comes next: alpha counts
+	// from zero again (its records are gone), beta goes on from 100.
+	h.words = map[string]int64{"alpha": 0, "beta": h.words["beta"]}
+	lines(10, "alpha beta")
+	h.waitExact(30 * time.Second)
+}
+
+// mark is a point in a test's history: how many events and plans were
+// seen then, and which instance ran each task.
+type mark struct {
+	events, plans int
+	owners        map[string]string
+}
+
+// mark notes the history so far; apps are the instances running then.
+func (h *harness) mark(apps ...*running) mark {
+	o, _ := owners(apps...)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return mark{events: len(h.events), plans: len(h.plans), owners: o}
+}
+
+// since returns the events and plans recorded after m.
+func (h *harness) since(m mark) ([]Event, []PlanStatus) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.events[m.events:]), slices.Clone(h.plans[m.plans:])
+}
+
+// checkOnlyMovedStop checks the cooperative promise over everything since
+// m: a task is revoked only from an instance a plan told to revoke it,
+// and a task that no plan moved (active on the same instance at m and in
+// every plan since) is never revoked, assigned again (which restarts it)
+// nor paused. Every plan must have been recorded, and at least one task
+// must have stayed, or the check would prove nothing.
+func (h *harness) checkOnlyMovedStop(m mark) {
+	h.t.Helper()
+	events, plans := h.since(m)
+	led := 0
+	for _, e := range events {
+		if e.Kind == EventLeader {
+			led++
+		}
+	}
+	if len(plans) == 0 || len(plans) != led {
+		h.t.Errorf("%d plans recorded for %d rounds led since the mark: the check needs every plan", len(plans), led)
+		return
+	}
+	planned := map[[2]string]bool{} // instance, task
+	stayed := maps.Clone(m.owners)
+	for _, p := range plans {
+		active := map[string]string{}
+		for _, in := range p.Instances {
+			for _, id := range in.Revoked {
+				planned[[2]string{in.ID, id}] = true
+			}
+			for _, id := range in.Active {
+				active[id] = in.ID
+			}
+		}
+		for id, owner := range stayed {
+			if active[id] != owner {
+				delete(stayed, id)
+			}
+		}
+	}
+	if len(stayed) == 0 {
+		h.t.Errorf("no task stayed where it was in %d plans: nothing to check", len(plans))
+	}
+	for _, e := range events {
+		switch {
+		case e.Kind == EventRevoked && !planned[[2]string{e.Instance, e.Task}]:
+			h.t.Errorf("task %s revoked from %s though no plan told it to", e.Task, e.Instance)
+		case e.Kind == EventRevoked && stayed[e.Task] != "":
+			h.t.Errorf("task %s revoked from %s though every plan kept it on %s", e.Task, e.Instance, stayed[e.Task])
+		case e.Kind == EventAssigned && stayed[e.Task] != "":
+			h.t.Errorf("task %s assigned again on %s (%s, lag %d) though every plan kept it on %s: it stopped", e.Task, e.Instance, e.Detail, e.Lag, stayed[e.Task])
+		case e.Kind == EventPaused && stayed[e.Task] != "":
+			h.t.Errorf("task %s paused on %s though every plan kept it on %s", e.Task, e.Instance, stayed[e.Task])
+		}
+	}
+}
+
+// progressSample is what an instance had processed of a task, and the
+// group's committed offset of the task's input partition, at one time.
+type progressSample struct {
+	at        time.Time
+	instance  string
+	task      string
+	processed int64
+	committed int64 // -1: not read
+}
+
+// sampler records, until stopped, every 25 ms what apps processed of
+// each stateful task they run, and every 100 ms the committed offsets of
+// the stateful tasks' input.
+type sampler struct {
+	stop    func()
+	mu      sync.Mutex
+	samples []progressSample
+}
+
+func (h *harness) sample(apps ...*running) *sampler {
+	var source string
+	top, err := topology.WordCount(h.appID, h.input, h.output)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, sub := range top.Subtopologies() {
+		if sub.Stateful() {
+			source = sub.Sources[0]
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &sampler{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		committed := map[string]int64{}
+		n := 0
+		_ = tick.Every(ctx, 25*time.Millisecond, func() error {
+			if n%4 == 0 {
+				if offs, err := adm.FetchOffsets(ctx, h.appID); err == nil {
+					offs.Each(func(o kadm.OffsetResponse) {
+						if o.Topic == source && o.Err == nil {
+							committed[fmt.Sprintf("1_%d", o.Partition)] = o.At
+						}
+					})
+				}
+			}
+			n++
+			now := time.Now()
+			var got []progressSample
+			for _, r := range apps {
+				for _, ts := range r.app.Status().Tasks {
+					if ts.Role == "active" && strings.HasPrefix(ts.ID, "1_") {
+						c, ok := committed[ts.ID]
+						if !ok {
+							c = -1
+						}
+						got = append(got, progressSample{at: now, instance: r.app.InstanceID(), task: ts.ID, processed: ts.Processed, committed: c})
+					}
+				}
+			}
+			s.mu.Lock()
+			s.samples = append(s.samples, got...)
+			s.mu.Unlock()
+			return nil
+		})
+	}()
+	var once sync.Once
+	s.stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			cl.Close()
+		})
+	}
+	h.t.Cleanup(s.stop)
+	return s
+}
+
+// between returns the first and the last sample of task on instance
+// taken within [from, to].
+func (s *sampler) between(instance, task string, from, to time.Time) (first, last progressSample, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.samples {
+		if p.instance != instance || p.task != task || p.at.Before(from) || p.at.After(to) {
+			continue
+		}
+		if !ok {
+			first, ok = p, true
+		}
+		last = p
+	}
+	return first, last, ok
+}
+
+// checkLearnerPromise checks the seed's promise for every stateful task
+// that moved to instance to since m: a learner warmed it there; it was
+// ready before its old owner was told to revoke it, so the old owner held
+// it until then; the old owner kept processing it while the learner
+// warmed (its processed count rose in each half of the warm-up, and the
+// committed offset of its input rose); and the handover gap (last record processed by the old owner to the
+// first by the new one) was shorter than the learner's warm-up, which a
+// task revoked first and restored afterwards would not manage. It
+// returns how many stateful tasks moved to instance to.
+func (h *harness) checkLearnerPromise(m mark, s *sampler, to string) int {
+	h.t.Helper()
+	events, _ := h.since(m)
+	checked := 0
+	for _, asg := range events {
+		if asg.Kind != EventAssigned || asg.Instance != to || !strings.HasPrefix(asg.Task, "1_") {
+			continue
+		}
+		id, from := asg.Task, m.owners[asg.Task]
+		var learner, ready, revoked, last, first *Event
+		for i := range events {
+			e := &events[i]
+			if e.Task != id {
+				continue
+			}
+			switch {
+			case e.Kind == EventLearner && e.Instance == to && learner == nil:
+				learner = e
+			case e.Kind == EventLearnerReady && e.Instance == to && revoked == nil:
+				ready = e // the last readiness before the revoke
+			case e.Kind == EventRevoked && e.Instance == from && revoked == nil:
+				revoked = e
+			case e.Kind == EventLastRecord && e.Instance == from && last == nil:
+				last = e
+			case e.Kind == EventFirstRecord && e.Instance == to && first == nil:
+				first = e
+			}
+		}
+		checked++
+		switch {
+		case learner == nil:
+			h.t.Errorf("task %s became active on %s with no learner there first", id, to)
+			continue
+		case revoked == nil:
+			h.t.Errorf("task %s moved from %s to %s without a revoke on %s", id, from, to, from)
+			continue
+		case ready == nil:
+			h.t.Errorf("task %s was revoked from %s before its learner on %s was ready", id, from, to)
+			continue
+		case last == nil || first == nil:
+			h.t.Errorf("task %s: no last record on %s (%v) or first record on %s (%v)", id, from, last != nil, to, first != nil)
+			continue
+		}
+		// Processing and commits go on through the warm-up: in each half
+		// of it the owner processed records, and over it the committed
+		// offset rose.
+		warm := ready.Time.Sub(learner.Time)
+		mid := learner.Time.Add(warm / 2)
+		for _, half := range [][2]time.Time{{learner.Time, mid}, {mid, ready.Time}} {
+			p0, p1, ok := s.between(from, id, half[0], half[1])
+			switch {
+			case !ok:
+				h.t.Errorf("task %s: no sample of %s while the learner warmed (%v)", id, from, warm)
+			case p1.processed <= p0.processed:
+				h.t.Errorf("task %s: %s processed nothing from %s to %s while the learner warmed", id, from, half[0].Format(time.StampMilli), half[1].Format(time.StampMilli))
+			}
+		}
+		p0, p1, ok := s.between(from, id, learner.Time, ready.Time)
+		if ok && (p0.committed < 0 || p1.committed <= p0.committed) {
+			h.t.Errorf("task %s: the committed offset did not rise while the learner warmed for %v (%d then %d)", id, warm, p0.committed, p1.committed)
+		}
+		if gap := first.Time.Sub(last.Time); gap >= warm {
+			h.t.Errorf("task %s: handover gap %v from %s to %s is not shorter than the learner's warm-up (%v)", id, gap, from, to, warm)
+		} else {
+			h.t.Logf("task %s: learner on %s warmed for %v while %s processed %d records; handover gap %v", id, to, warm.Round(time.Millisecond), from, p1.processed-p0.processed, gap.Round(time.Millisecond))
+		}
+	}
+	return checked
+}
+
+// uncommitted is, for the tasks an instance ran when it died, the input
+// it may have processed without committing it: per source partition,
+// from the group's committed offset to the end offset, read just after
+// the death (a commit still landing or records still arriving only widen
+// the ranges).
+type uncommitted struct {
+	lines map[int32][2]int64 // input partition of a lost split task
+	words map[int32][2]int64 // repartition partition of a lost count task
+}
+
+func (h *harness) uncommitted(lost map[string]string) uncommitted {
+	h.t.Helper()
+	top, err := topology.WordCount(h.appID, h.input, h.output)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var repartition string
+	for _, sub := range top.Subtopologies() {
+		if sub.Stateful() {
+			repartition = sub.Sources[0]
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	committed, err := adm.FetchOffsets(ctx, h.appID)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, h.input, repartition)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	u := uncommitted{lines: map[int32][2]int64{}, words: map[int32][2]int64{}}
+	for id := range lost {
+		sub, p, _ := topology.ParseTaskID(id)
+		topic, into := h.input, u.lines
+		if sub == 1 {
+			topic, into = repartition, u.words
+		}
+		from := int64(0)
+		if o, ok := committed.Lookup(topic, p); ok {
+			from = o.At
+		}
+		end, ok := ends.Lookup(topic, p)
+		if !ok {
+			h.t.Fatalf("no end offset for %s[%d]", topic, p)
+		}
+		into[p] = [2]int64{from, end.Offset}
+	}
+	return u
+}
+
+// checkOverCount checks that the counts exceed the occurrences produced
+// by no more than u explains: a lost split task may split its
+// uncommitted lines again (each of their words counted twice at most), a
+// lost count task may count its uncommitted words again.
+func (h *harness) checkOverCount(u uncommitted) {
+	h.t.Helper()
+	var bound int64
+	for _, r := range u.words {
+		bound += r[1] - r[0]
+	}
+	err := counts.Scan(context.Background(), h.brokers, h.input, false, func(r *kgo.Record) {
+		if rng, ok := u.lines[r.Partition]; ok && r.Offset >= rng[0] && r.Offset < rng[1] {
+			bound += int64(len(strings.Fields(string(r.Value))))
+		}
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var over int64
+	for w, n := range h.counts() {
+		over += n - h.words[w]
+	}
+	if over > bound {
+		h.t.Errorf("counts exceed the occurrences by %d in all, more than the %d the dead instance's uncommitted work explains (%v lines, %v words)", over, bound, u.lines, u.words)
+	} else {
+		h.t.Logf("counts exceed the occurrences by %d in all; the dead instance's uncommitted work explains up to %d (%v lines, %v words)", over, bound, u.lines, u.words)
+	}
+}
+
+// processedBy is the records r processed, over the tasks it runs.
+func processedBy(r *running) int64 {
+	var n int64
+	for _, ts := range r.app.Status().Tasks {
+		n += ts.Processed
+	}
+	return n
 }

@@ -18,8 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/baton-streams/baton/cluster"
 	"github.com/baton-streams/baton/topology"
@@ -117,15 +119,39 @@ func TestSASL(t *testing.T) {
 			} else if strings.Contains(logs, secret) {
 				t.Error("the password appears in the logs")
 			}
-			logs, err := runBriefly(t, c.Addrs(), WithSASL(mech, "app", "wrong-"+secret))
-			if err == nil {
-				t.Fatal("a wrong password was accepted")
+			logs, err := runBriefly(t, refusing(t, mech), WithSASL(mech, "app", "wrong-"+secret))
+			// Refused for the password, at once: not a time-out, not
+			// "unreachable".
+			if !errors.Is(err, ErrAuth) || !errors.Is(err, kerr.SaslAuthenticationFailed) {
+				t.Fatalf("with a wrong password: %v, want ErrAuth wrapping SASL_AUTHENTICATION_FAILED", err)
 			}
 			if strings.Contains(err.Error(), secret) || strings.Contains(logs, secret) {
 				t.Errorf("the password leaks: error %q", err)
 			}
 		})
 	}
+}
+
+// refusing starts a SASL cluster that refuses every authentication as
+// Apache Kafka refuses a wrong password: a SaslAuthenticate response with
+// SASL_AUTHENTICATION_FAILED. (kfake itself closes the connection, which
+// a client cannot tell from a network failure.)
+func refusing(t *testing.T, mech string) []string {
+	t.Helper()
+	k, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser(mech, "app", secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	k.ControlKey(int16(kmsg.SASLAuthenticate), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+		resp.Version = req.GetVersion()
+		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+		resp.ErrorMessage = kmsg.StringPtr("Authentication failed: Invalid username or password")
+		return resp, nil, true
+	})
+	return k.ListenAddrs()
 }
 
 func runOpts(t *testing.T, mech, user, pass string) []kgo.Opt {

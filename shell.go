@@ -351,6 +351,7 @@ func (s *shell) apply(fx []instance.Effect) {
 			s.stopRestore(a.tasks[e.Task])
 		case instance.PauseInput:
 			a.group.PauseFetchPartitions(a.sourcePartitions(a.runtimeTask(e.Task)))
+			a.emit(Event{Kind: EventPaused, Task: e.Task})
 		case instance.ResumeInput:
 			a.group.ResumeFetchPartitions(a.sourcePartitions(a.runtimeTask(e.Task)))
 		case instance.StartProcessor:

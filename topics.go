@@ -77,15 +77,23 @@ func (a *App) prepareTopics(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var meta kadm.Metadata
-	var err error
+	var err, last error
 	for {
 		meta, err = a.admin.Metadata(cctx)
 		if err == nil {
 			break
 		}
+		// Wrong credentials do not get better by waiting.
+		if errors.Is(err, kerr.SaslAuthenticationFailed) {
+			return fmt.Errorf("%w: %s: %w", ErrAuth, joinComma(a.cfg.brokers), err)
+		}
+		// The attempt the deadline cut short says less than the one before.
+		if last == nil || cctx.Err() == nil {
+			last = err
+		}
 		select {
 		case <-cctx.Done():
-			return fmt.Errorf("%w: %s: %v", ErrBrokers, joinComma(a.cfg.brokers), err)
+			return fmt.Errorf("%w: %s: %v", ErrBrokers, joinComma(a.cfg.brokers), last)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -106,9 +106,11 @@ func TestGaps(t *testing.T) {
 
 // TestScaleSmoke runs the scale script under smooth and eager on tiny
 // state and checks what must hold whatever the timing: every event
-// balanced, counts verified, smooth never revoked a task that stayed and
-// restored at most the acceptable lag on the critical path when scaling
-// out and in, and the figures were written and drawn.
+// balanced, counts verified, every figure measured (none is 0 for want
+// of samples), smooth never revoked a task that stayed and restored at
+// most the acceptable lag on the critical path when scaling out and in,
+// eager revoked unmoved tasks in every event, and the figures were
+// written and drawn.
 func TestScaleSmoke(t *testing.T) {
 	skipShort(t)
 	cfg := SmokeScaleConfig()
@@ -121,6 +123,10 @@ func TestScaleSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range res.Runs {
+		for _, ef := range r.Events {
+			t.Logf("%s %s: %d unmoved, gap %v (normal %v, x%.2f), %d revoked; handover max %v", r.Policy, ef.Event, ef.Unmoved,
+				ef.UnmovedGap, ef.UnmovedNormal, ef.UnmovedPause, ef.UnmovedRevoked, ef.HandoverMax)
+		}
 		if len(r.Events) != 4 {
 			t.Errorf("%s: %d events, want 4", r.Policy, len(r.Events))
 		}
@@ -133,6 +139,16 @@ func TestScaleSmoke(t *testing.T) {
 			}
 			if ef.SteadyRate <= 0 {
 				t.Errorf("%s %s: no steady throughput measured", r.Policy, ef.Event)
+			}
+			// A figure of 0 here means nothing was measured: no unmoved
+			// task had samples before and during the event, or no moved
+			// task was seen on both owners.
+			if ef.Unmoved == 0 || ef.UnmovedNormal <= 0 || ef.UnmovedGap <= 0 || ef.HandoverMax <= 0 {
+				t.Errorf("%s %s: unmoved gap %v (normal %v) over %d tasks, handover %v: a figure was not measured",
+					r.Policy, ef.Event, ef.UnmovedGap, ef.UnmovedNormal, ef.Unmoved, ef.HandoverMax)
+			}
+			if r.Policy == string(assign.Eager) && ef.UnmovedRevoked == 0 {
+				t.Errorf("eager %s: no unmoved task was revoked, but eager revokes every task", ef.Event)
 			}
 			if r.Policy != string(assign.Smooth) {
 				continue

@@ -446,10 +446,15 @@ func (c *Core) lost(ids []string) {
 	}
 }
 
+// startCommit commits tasks. A periodic commit (not final) restarts the
+// commit interval; the final commit of revoked tasks does not, for it
+// leaves the tasks that stay uncommitted.
 func (c *Core) startCommit(tasks []string, final bool) int {
 	c.commitSeq++
 	c.commits[c.commitSeq] = nil
-	c.lastCommit = c.ticks
+	if !final {
+		c.lastCommit = c.ticks
+	}
 	c.emit(Effect{Kind: Commit, Seq: c.commitSeq, Tasks: tasks, Final: final})
 	return c.commitSeq
 }
