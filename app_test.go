@@ -41,8 +41,9 @@ type harness struct {
 	runs    []*running   // every instance started, for diagnostics
 	prod    *kgo.Client
 	rng     *rand.Rand
-	// injected: words whose counts a test wrote into a changelog
-	// itself; their history is not 1..n.
+	// injected: words whose history is not 1..n (a test wrote their
+	// counts into a changelog itself, or made their state start over):
+	// only their last value is checked.
 	injected map[string]bool
 }
 

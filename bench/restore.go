@@ -154,7 +154,11 @@ func RunRestore(ctx context.Context, cfg RestoreConfig) (*RestoreResult, error) 
 	})
 	res.RestoreCPU = cpuTime() - cpu0
 	if rssErr == nil {
-		res.PeakRSS, _ = peakRSS()
+		// The kernel updates the peak lazily: it can lag a size read
+		// directly.
+		peak, _ := peakRSS()
+		now, _ := rss()
+		res.PeakRSS = max(peak, now, res.StartRSS)
 	}
 	if cfg.Profile != nil {
 		pprof.StopCPUProfile()

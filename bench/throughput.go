@@ -124,6 +124,8 @@ func batonRate(ctx context.Context, e *env, cfg ThroughputConfig, g baton.Guaran
 	err = waitFor(ctx, cfg.Timeout, "wordcount to count every word", func() bool { return rec.total("1_") >= words })
 	stop()
 	peak, _ := peakRSS()
+	now, _ := rss()
+	peak = max(peak, now, startRSS) // the kernel updates the peak lazily
 	in.kill()
 	if err != nil {
 		return Rate{}, err

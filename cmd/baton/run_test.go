@@ -285,16 +285,28 @@ func TestClusterAndRunProcesses(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	resp, err := http.Get("http://" + aAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, m := range []string{"baton_records_processed_total", "baton_task_lag_records", "baton_rebalances_total"} {
-		if !strings.Contains(string(metrics), m) {
-			t.Errorf("/metrics lacks %s", m)
+	// A task's processed counter appears with its first record, which
+	// may come a moment after the tasks are shared.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		resp, err := http.Get("http://" + aAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
 		}
+		metrics, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var lacks []string
+		for _, m := range []string{"baton_records_processed_total", "baton_task_lag_records", "baton_rebalances_total"} {
+			if !strings.Contains(string(metrics), m) {
+				lacks = append(lacks, m)
+			}
+		}
+		if len(lacks) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics lacks %s", strings.Join(lacks, ", "))
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 
 	produce(300, 100)
