@@ -45,6 +45,10 @@ func TestAnalyze(t *testing.T) {
 		{Time: start.Add(10*s + 600*ms), Kind: baton.EventAssigned, Instance: "b", Task: "1_1", Lag: 40, Detail: "warm"},
 		{Time: start.Add(10*s + 640*ms), Kind: baton.EventRestored, Instance: "b", Task: "1_1", Replayed: 40},
 		{Time: start.Add(10*s + 650*ms), Kind: baton.EventFirstRecord, Instance: "b", Task: "1_1"},
+		// Another task's records on the same instances say nothing of
+		// 1_1's handover.
+		{Time: start.Add(10*s + 100*ms), Kind: baton.EventFirstRecord, Instance: "b", Task: "0_7"},
+		{Time: start.Add(10*s + 180*ms), Kind: baton.EventLastRecord, Instance: "a", Task: "0_8"},
 	}}
 	w := Window{Event: EventOut, Start: 10 * s, Balanced: 11 * s, End: 13 * s, Baseline: 5 * s}
 	ef := Analyze(rec, w, isStateful)

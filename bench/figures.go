@@ -113,7 +113,7 @@ func Analyze(rec Recording, w Window, stateful func(task string) bool) EventFigu
 		tf.NormalGap = normalGap(ps, w.Start-w.Baseline, w.Start)
 		tf.LongestGap = eventGap(ps, w.Start, w.End)
 		if tf.Moved {
-			tf.Handover = handover(rec, ps, w, tf.From, tf.To)
+			tf.Handover = handover(rec, ps, w, id, tf.From, tf.To)
 			handovers = append(handovers, tf.Handover)
 		}
 		for _, e := range rec.Events {
@@ -207,34 +207,41 @@ func eventGap(ps []Progress, from, to time.Duration) time.Duration {
 	return longest
 }
 
-// handover is the time from the last record From processed before To's
-// first record (after the event started) to that first record. The App's
-// first- and last-record events give exact times; samples are the
-// fallback (a crashed owner reports no last record).
-func handover(rec Recording, ps []Progress, w Window, from, to string) time.Duration {
-	first := time.Duration(-1)
-	for _, p := range ps {
-		if p.Instance == to && p.At > w.Start {
-			first = p.At
-			break
+// handover is the time from the last record of task the instance from
+// processed before to's first record of it (after the event started) to
+// that first record. The App's
+// first- and last-record events give exact times and are used whenever
+// there are some; progress samples are the fallback (a crashed owner
+// reports no last record). Samples are only as punctual as the sampler:
+// one taken late says the records were processed at the sample's time.
+func handover(rec Recording, ps []Progress, w Window, task, from, to string) time.Duration {
+	first, last := time.Duration(-1), time.Duration(-1)
+	for _, e := range rec.Events {
+		if at := e.Time.Sub(rec.Start); e.Kind == baton.EventFirstRecord && e.Task == task && e.Instance == to && at > w.Start && (first < 0 || at < first) {
+			first = at
+		}
+	}
+	if first < 0 {
+		for _, p := range ps {
+			if p.Instance == to && p.At > w.Start {
+				first = p.At
+				break
+			}
 		}
 	}
 	if first < 0 {
 		return 0
 	}
-	last := time.Duration(-1)
-	for _, p := range ps {
-		if p.Instance == from && p.At < first {
-			last = p.At
+	for _, e := range rec.Events {
+		if at := e.Time.Sub(rec.Start); e.Kind == baton.EventLastRecord && e.Task == task && e.Instance == from && at >= w.Start-w.Baseline && at <= first {
+			last = max(last, at)
 		}
 	}
-	for _, e := range rec.Events {
-		at := e.Time.Sub(rec.Start)
-		switch {
-		case e.Kind == baton.EventFirstRecord && e.Instance == to && at > w.Start && at <= first:
-			first = at
-		case e.Kind == baton.EventLastRecord && e.Instance == from && at >= w.Start-w.Baseline && at <= first:
-			last = max(last, at)
+	if last < 0 {
+		for _, p := range ps {
+			if p.Instance == from && p.At < first {
+				last = p.At
+			}
 		}
 	}
 	if last < 0 {
