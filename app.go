@@ -29,6 +29,9 @@ import (
 var (
 	ErrBrokers = errors.New("baton: brokers unreachable")
 	ErrRunning = errors.New("baton: App.Run called twice")
+	// ErrInstanceIDInUse: another instance joined the group with this
+	// instance's id (WithInstanceID) and took its place.
+	ErrInstanceIDInUse = errors.New("baton: instance id in use by another instance")
 )
 
 // errStopped is the run context's cause once Run returns.
@@ -222,6 +225,10 @@ func (a *App) Run(ctx context.Context) (err error) {
 		if ctx.Err() != nil || !fenced(err) {
 			return err
 		}
+		if taken := a.instanceIDTaken(err); taken != nil {
+			a.log.Error("stopping", "err", taken)
+			return taken
+		}
 		// Another producer with this instance's transactional id took
 		// over (the brokers bumped its epoch while an outcome was lost, a
 		// broker restart): this client can no longer write. Kafka Streams
@@ -242,6 +249,36 @@ func (a *App) Run(ctx context.Context) (err error) {
 // transaction; kfake answers PRODUCER_FENCED or INVALID_PRODUCER_EPOCH.
 func fenced(err error) bool {
 	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.InvalidTxnState)
+}
+
+// instanceIDTaken returns ErrInstanceIDInUse when this static member's
+// transactional producer was fenced (fence) and the group now holds its
+// instance id under another member: another instance started with the
+// same id, and its producer, with the same transactional id, fenced this
+// one. Joining again with a new client would take the id back from it
+// and fence it in turn. When the group cannot be described the instance
+// joins again, as for any other fence.
+func (a *App) instanceIDTaken(fence error) error {
+	if !a.cfg.staticMember {
+		return nil
+	}
+	self := a.memberID()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	groups, err := a.admin.DescribeGroups(ctx, a.cfg.appID)
+	if err == nil {
+		err = groups.Error()
+	}
+	if err != nil {
+		a.log.Warn("describing the group after the producer was fenced; joining again", "err", err)
+		return nil
+	}
+	for _, m := range groups[a.cfg.appID].Members {
+		if m.InstanceID != nil && *m.InstanceID == a.cfg.instanceID && m.MemberID != self {
+			return instanceIDInUse(a.cfg, fmt.Errorf("member %s holds it (%s %s) while this one is %q; %w", m.MemberID, m.ClientID, m.ClientHost, self, fence))
+		}
+	}
+	return nil
 }
 
 // member runs the group member until the loop ends.
@@ -375,7 +412,7 @@ type groupHook App
 
 func (h *groupHook) OnGroupManageError(err error) {
 	a := (*App)(h)
-	if ferr := fatalGroupError(err, a.cfg.session, a.cfg.policy); ferr != nil {
+	if ferr := fatalGroupError(err, a.cfg); ferr != nil {
 		a.fail(ferr)
 	}
 }
