@@ -337,7 +337,7 @@ func (a *App) open() error {
 			return err
 		}
 		a.unlock = unlock
-		local, err := state.ListLocal(a.cfg.stateDir)
+		local, err := state.ListLocal(a.cfg.stateDir, a.cfg.stateOpts...)
 		if err != nil {
 			a.log.Warn("listing state left on disk; reporting none", "dir", a.cfg.stateDir, "err", err)
 		}

@@ -36,7 +36,7 @@ func (a *App) openStores(ctx context.Context, id string, part int32, specs []top
 		var err error
 		if a.cfg.memoryState {
 			st = state.NewMemory(spec.Name)
-		} else if st, err = state.OpenOrWipe(a.cfg.stateDir, id, spec.Name, a.log); err != nil {
+		} else if st, err = state.OpenOrWipe(a.cfg.stateDir, id, spec.Name, a.log, a.cfg.stateOpts...); err != nil {
 			closeAll()
 			return nil, nil, err
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/state"
 )
 
 // ErrConfig is wrapped by every error New returns for invalid options.
@@ -56,6 +57,9 @@ type config struct {
 	minISR            int
 	minISRSet         bool
 	purgeInterval     time.Duration
+	// stateOpts are passed to the state package when the App opens or
+	// lists stores (tests inject file system errors with state.WithFS).
+	stateOpts []state.Option
 }
 
 func defaults() config {
