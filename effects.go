@@ -88,7 +88,7 @@ func (a *App) openStores(ctx context.Context, id string, part int32, specs []top
 			continue // unknown: the core reads it again
 		}
 		if s.checkpoint > o.Offset {
-			wipe("local state is ahead of its changelog; wiping it", "end", o.Offset)
+			wipe("local state is ahead of its changelog (its checkpoint is past the changelog's end: state from another cluster, or a changelog deleted and created again); wiping it and restoring", "end", o.Offset)
 		}
 		ends[s.name] = o.Offset
 	}

@@ -454,3 +454,34 @@ func TestStateBehindChangelogStart(t *testing.T) {
 		return strings.Contains(logs.String(), "behind its changelog's start") && strings.Contains(logs.String(), "task=1_0")
 	})
 }
+
+// TestStateAheadOfChangelog: a state directory holds a store whose
+// checkpoint is past its changelog's end, as state from another cluster
+// (here: another application's run on another cluster, with the same
+// task and store names) or a changelog deleted and created again leaves
+// it. Kept, its counts would go on from another history. The instance
+// wipes it with a warning naming the task and store, restores it from
+// this changelog, and every count is exact.
+func TestStateAheadOfChangelog(t *testing.T) {
+	dir := t.TempDir()
+	other := newHarness(t, 1)
+	other.produce(300)
+	a := other.start("a", WithStateDir(dir))
+	other.waitExact(60 * time.Second)
+	a.stop(t)
+
+	h := newHarness(t, 1)
+	h.produce(20)
+	logs := &syncBuffer{}
+	h.start("b", WithStateDir(dir), WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	h.waitExact(60 * time.Second)
+	h.produce(20)
+	h.waitExact(60 * time.Second)
+	found := false
+	for _, line := range strings.Split(logs.String(), "\n") {
+		found = found || strings.Contains(line, "ahead of its changelog") && strings.Contains(line, "task=1_0") && strings.Contains(line, "store=counts")
+	}
+	if !found {
+		t.Errorf("no warning naming task 1_0 and store counts about state ahead of its changelog; log:\n%s", logs.String())
+	}
+}
