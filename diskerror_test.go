@@ -53,7 +53,11 @@ func TestDiskErrorWhileRunning(t *testing.T) {
 			failing.On()
 			// New words fill Pebble's log blocks: it writes them, and
 			// learns of the failure, block by block.
-			h.prefill(20000)
+			func() {
+				h.wmu.Lock() // the flow writes words too
+				defer h.wmu.Unlock()
+				h.prefill(20000)
+			}()
 			var err error
 			select {
 			case err = <-b.done:
