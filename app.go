@@ -203,7 +203,9 @@ func (a *App) produce(r *kgo.Record, promise func(*kgo.Record, error)) { a.commi
 // group and returns nil; with StopForRestart it commits and returns
 // without leaving. It returns an error if the brokers cannot be reached
 // within 10 s, if the state directory is locked, if the brokers refuse
-// the session timeout, or if processing fails. Run may be called once.
+// the session timeout, if another instance took its instance id
+// (ErrInstanceIDInUse), or if processing fails (a store on a failing disk:
+// state.ErrFailed). Run may be called once.
 func (a *App) Run(ctx context.Context) (err error) {
 	if !a.running.CompareAndSwap(false, true) {
 		return ErrRunning

@@ -13,8 +13,9 @@ import (
 // OnGroupManageError) to the error that stops the App, or returns nil when
 // the client should go on retrying, as it does for most: a coordinator
 // moving, a rebalance, a broker down. The fatal ones are those every later
-// join would get again because of how this instance is configured; each
-// wraps ErrConfig and err and says what to change.
+// join would get again because of how this instance is configured or
+// run; each wraps ErrConfig (ErrInstanceIDInUse for the last) and err and
+// says what to change.
 //
 //   - INVALID_SESSION_TIMEOUT: session is outside the brokers' bounds.
 //   - INCONSISTENT_GROUP_PROTOCOL: none of the group protocols this member
