@@ -227,7 +227,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		if ctx.Err() != nil || !fenced(err) {
 			return err
 		}
-		if taken := a.instanceIDTaken(err); taken != nil {
+		if taken := a.instanceIDTaken(ctx, err); taken != nil {
 			a.log.Error("stopping", "err", taken)
 			return taken
 		}
@@ -254,33 +254,47 @@ func fenced(err error) bool {
 }
 
 // instanceIDTaken returns ErrInstanceIDInUse when this static member's
-// transactional producer was fenced (fence) and the group now holds its
+// transactional producer was fenced (fence) and the group holds its
 // instance id under another member: another instance started with the
 // same id, and its producer, with the same transactional id, fenced this
 // one. Joining again with a new client would take the id back from it
-// and fence it in turn. When the group cannot be described the instance
-// joins again, as for any other fence.
-func (a *App) instanceIDTaken(fence error) error {
+// and fence it in turn. Such an instance fences the producer as it
+// starts and joins the group just after, so the group is watched for up
+// to a session timeout (the time the group gives a static member to come
+// back) while this member's old client still holds its place; if no
+// other member takes the id meanwhile, or the group cannot be described,
+// the instance joins again, as for any other fence.
+func (a *App) instanceIDTaken(ctx context.Context, fence error) error {
 	if !a.cfg.staticMember {
 		return nil
 	}
 	self := a.memberID()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	groups, err := a.admin.DescribeGroups(ctx, a.cfg.appID)
-	if err == nil {
-		err = groups.Error()
-	}
-	if err != nil {
-		a.log.Warn("describing the group after the producer was fenced; joining again", "err", err)
-		return nil
-	}
-	for _, m := range groups[a.cfg.appID].Members {
-		if m.InstanceID != nil && *m.InstanceID == a.cfg.instanceID && m.MemberID != self {
-			return instanceIDInUse(a.cfg, fmt.Errorf("member %s holds it (%s %s) while this one is %q; %w", m.MemberID, m.ClientID, m.ClientHost, self, fence))
+	deadline := time.Now().Add(a.cfg.session)
+	for {
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		groups, err := a.admin.DescribeGroups(dctx, a.cfg.appID)
+		cancel()
+		if err == nil {
+			err = groups.Error()
+		}
+		if err != nil {
+			a.log.Warn("describing the group after the producer was fenced", "err", err)
+		} else {
+			for _, m := range groups[a.cfg.appID].Members {
+				if m.InstanceID != nil && *m.InstanceID == a.cfg.instanceID && m.MemberID != self {
+					return instanceIDInUse(a.cfg, fmt.Errorf("member %s holds it (%s %s) while this one is %q; %w", m.MemberID, m.ClientID, m.ClientHost, self, fence))
+				}
+			}
+		}
+		if !time.Now().Before(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
-	return nil
 }
 
 // member runs the group member until the loop ends.
