@@ -96,7 +96,8 @@ type App struct {
 	assignment  atomic.Pointer[protocol.Assignment]
 	wake        chan struct{} // a new assignment arrived
 	ledGen      atomic.Int32
-	joinedAt    atomic.Int64 // unix nanos of the last join, for the rebalance log line
+	joinedAt    atomic.Int64                     // unix nanos of the last join, for the rebalance log line
+	sentLags    atomic.Pointer[map[string]int64] // the lags of the last subscription
 	lastPlan    atomic.Pointer[PlanStatus]
 	plansMu     sync.Mutex // guards plans only
 	plans       []PlanStatus
@@ -332,6 +333,7 @@ func (a *App) reset() {
 	default:
 	}
 	a.ledGen.Store(0)
+	a.sentLags.Store(nil)
 	a.txnMember.Store("")
 	a.commit = a.newCommitter()
 }

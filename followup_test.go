@@ -42,10 +42,12 @@ func TestOwnerCrashBeforeFollowup(t *testing.T) {
 				}))
 				return r, cut
 			}
+			// a counts the prefill alone first: b's learners then catch up
+			// with changelogs that stand still.
 			a, _ := start("a")
+			h.checkCounts(g, 60*time.Second)
 			b, _ := start("b")
 			h.eventually(60*time.Second, "a and b to share the tasks", func() bool { return balanced(a, b) })
-			h.checkCounts(g, 60*time.Second)
 			f := h.startFlow(20 * time.Millisecond)
 			once.Lock()
 			armed = true
