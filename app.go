@@ -31,6 +31,9 @@ var (
 	// ErrAuth: the brokers refused the credentials (WithSASL).
 	ErrAuth    = errors.New("baton: authentication with the brokers failed")
 	ErrRunning = errors.New("baton: App.Run called twice")
+	// ErrInstanceIDInUse: another instance joined the group with this
+	// instance's id (WithInstanceID) and took its place.
+	ErrInstanceIDInUse = errors.New("baton: instance id in use by another instance")
 )
 
 // errStopped is the run context's cause once Run returns.
@@ -95,7 +98,8 @@ type App struct {
 	assignment  atomic.Pointer[protocol.Assignment]
 	wake        chan struct{} // a new assignment arrived
 	ledGen      atomic.Int32
-	joinedAt    atomic.Int64 // unix nanos of the last join, for the rebalance log line
+	joinedAt    atomic.Int64                     // unix nanos of the last join, for the rebalance log line
+	sentLags    atomic.Pointer[map[string]int64] // the lags of the last subscription
 	lastPlan    atomic.Pointer[PlanStatus]
 	plansMu     sync.Mutex // guards plans only
 	plans       []PlanStatus
@@ -202,7 +206,9 @@ func (a *App) produce(r *kgo.Record, promise func(*kgo.Record, error)) { a.commi
 // group and returns nil; with StopForRestart it commits and returns
 // without leaving. It returns an error if the brokers cannot be reached
 // within 10 s, if the state directory is locked, if the brokers refuse
-// the session timeout, or if processing fails. Run may be called once.
+// the session timeout, if another instance took its instance id
+// (ErrInstanceIDInUse), or if processing fails (a store on a failing disk:
+// state.ErrFailed). Run may be called once.
 func (a *App) Run(ctx context.Context) (err error) {
 	if !a.running.CompareAndSwap(false, true) {
 		return ErrRunning
@@ -224,6 +230,10 @@ func (a *App) Run(ctx context.Context) (err error) {
 		if ctx.Err() != nil || !fenced(err) {
 			return err
 		}
+		if taken := a.instanceIDTaken(ctx, err); taken != nil {
+			a.log.Error("stopping", "err", taken)
+			return taken
+		}
 		// Another producer with this instance's transactional id took
 		// over (the brokers bumped its epoch while an outcome was lost, a
 		// broker restart): this client can no longer write. Kafka Streams
@@ -244,6 +254,50 @@ func (a *App) Run(ctx context.Context) (err error) {
 // transaction; kfake answers PRODUCER_FENCED or INVALID_PRODUCER_EPOCH.
 func fenced(err error) bool {
 	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.InvalidTxnState)
+}
+
+// instanceIDTaken returns ErrInstanceIDInUse when this static member's
+// transactional producer was fenced (fence) and the group holds its
+// instance id under another member: another instance started with the
+// same id, and its producer, with the same transactional id, fenced this
+// one. Joining again with a new client would take the id back from it
+// and fence it in turn. Such an instance fences the producer as it
+// starts and joins the group just after, so the group is watched for up
+// to a session timeout (the time the group gives a static member to come
+// back) while this member's old client still holds its place; if no
+// other member takes the id meanwhile, or the group cannot be described,
+// the instance joins again, as for any other fence.
+func (a *App) instanceIDTaken(ctx context.Context, fence error) error {
+	if !a.cfg.staticMember {
+		return nil
+	}
+	self := a.memberID()
+	deadline := time.Now().Add(a.cfg.session)
+	for {
+		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		groups, err := a.admin.DescribeGroups(dctx, a.cfg.appID)
+		cancel()
+		if err == nil {
+			err = groups.Error()
+		}
+		if err != nil {
+			a.log.Warn("describing the group after the producer was fenced", "err", err)
+		} else {
+			for _, m := range groups[a.cfg.appID].Members {
+				if m.InstanceID != nil && *m.InstanceID == a.cfg.instanceID && m.MemberID != self {
+					return instanceIDInUse(a.cfg, fmt.Errorf("member %s holds it (%s %s) while this one is %q; %w", m.MemberID, m.ClientID, m.ClientHost, self, fence))
+				}
+			}
+		}
+		if !time.Now().Before(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // member runs the group member until the loop ends.
@@ -281,6 +335,7 @@ func (a *App) reset() {
 	default:
 	}
 	a.ledGen.Store(0)
+	a.sentLags.Store(nil)
 	a.txnMember.Store("")
 	a.commit = a.newCommitter()
 }
@@ -379,7 +434,7 @@ type groupHook App
 
 func (h *groupHook) OnGroupManageError(err error) {
 	a := (*App)(h)
-	if ferr := fatalGroupError(err, a.cfg.session, a.cfg.policy); ferr != nil {
+	if ferr := fatalGroupError(err, a.cfg); ferr != nil {
 		a.fail(ferr)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -22,8 +23,10 @@ import (
 // openStores opens a task's stores and reads their checkpoints, then its
 // changelogs' start and end offsets: a store whose checkpoint is before
 // the changelog's start (records it lacks are gone) or past its end (the
-// changelog was recreated) is wiped to restore from scratch. It runs off
-// the loop. The ends it could not read are missing from the answer.
+// changelog was recreated, or the state is another cluster's) is wiped
+// to restore from scratch. It runs off the loop, and waits for the end
+// of every store with state; the ends of empty stores it could not read
+// are missing from the answer.
 func (a *App) openStores(ctx context.Context, id string, part int32, specs []topology.StoreSpec) (map[string]*taskStore, map[string]int64, error) {
 	stores := map[string]*taskStore{}
 	closeAll := func() {
@@ -67,6 +70,29 @@ func (a *App) openStores(ctx context.Context, id string, part int32, specs []top
 	if err != nil {
 		a.log.Warn("listing changelog end offsets", "task", id, "err", err)
 	}
+	// A store with state is used only once its changelog's end is known:
+	// a checkpoint past it is state of another history (see below), and
+	// the restore cannot go on before the changelog's leader answers
+	// anyway.
+	endKnown := func(s *taskStore) bool {
+		o, ok := listed.Lookup(s.changelog, part)
+		return s.checkpoint == 0 || err == nil && ok && o.Err == nil
+	}
+	for wait := 250 * time.Millisecond; !allStores(stores, endKnown); wait = min(2*wait, 2*time.Second) {
+		if wait == 250*time.Millisecond {
+			a.log.Warn("changelog end offset unknown; waiting for it before using the local state", "task", id, "err", endError(stores, listed, err, part))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		if ctx.Err() != nil {
+			break // stopping: the ends stay unknown
+		}
+		lctx, lcancel := context.WithTimeout(ctx, 5*time.Second)
+		listed, err = a.admin.ListEndOffsets(lctx, topics...)
+		lcancel()
+	}
 	starts, serr := a.admin.ListStartOffsets(cctx, topics...)
 	if serr != nil {
 		a.log.Warn("listing changelog start offsets", "task", id, "err", serr)
@@ -88,11 +114,38 @@ func (a *App) openStores(ctx context.Context, id string, part int32, specs []top
 			continue // unknown: the core reads it again
 		}
 		if s.checkpoint > o.Offset {
-			wipe("local state is ahead of its changelog; wiping it", "end", o.Offset)
+			wipe("local state is ahead of its changelog (its checkpoint is past the changelog's end: state from another cluster, or a changelog deleted and created again); wiping it and restoring", "end", o.Offset)
 		}
 		ends[s.name] = o.Offset
 	}
 	return stores, ends, nil
+}
+
+func allStores(stores map[string]*taskStore, ok func(*taskStore) bool) bool {
+	for _, s := range stores {
+		if !ok(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// endError is why a listing of changelog end offsets did not give every
+// store's end.
+func endError(stores map[string]*taskStore, listed kadm.ListedOffsets, err error, part int32) error {
+	if err != nil {
+		return err
+	}
+	for _, s := range stores {
+		o, ok := listed.Lookup(s.changelog, part)
+		if !ok {
+			return fmt.Errorf("%s[%d]: not in the answer", s.changelog, part)
+		}
+		if o.Err != nil {
+			return fmt.Errorf("%s[%d]: %w", s.changelog, part, o.Err)
+		}
+	}
+	return nil
 }
 
 // closeTask closes a task's stores in the background: closing a large
@@ -405,7 +458,32 @@ func (s *self) Subscription(owned map[string][]int32) protocol.Subscription {
 	for id, l := range snap.Lags {
 		sub.Lags[id] = l
 	}
+	sent := maps.Clone(sub.Lags)
+	a.sentLags.Store(&sent)
 	return sub
+}
+
+// readyAfterSubscribing asks for another round when the assignment keeps
+// a learner that is ready here but was not yet when this member's
+// subscription for the round was made: the learner's "learner ready"
+// rejoin came while that subscription was on its way and was spent on
+// the round, which saw its old lag. Without this the learner waited for
+// whatever rebalance came next. The subscription made for the new round
+// reports the lag that is now acceptable, so this asks once per learner.
+func (s *shell) readyAfterSubscribing(asg *protocol.Assignment) {
+	a := s.a
+	sent := a.sentLags.Load()
+	if asg.Followup || sent == nil {
+		return
+	}
+	for _, id := range asg.Learner {
+		lag, ok := (*sent)[id]
+		if s.core.Role(id).Ready && (!ok || lag == instance.UnknownLag || lag > a.cfg.acceptableLag) {
+			a.log.Info("rejoining the group", "why", "learner ready after its subscription was sent", "task", id)
+			a.group.ForceRebalance()
+			return
+		}
+	}
 }
 
 func (s *self) Assigned(asg protocol.Assignment) {

@@ -18,7 +18,8 @@ import (
 	"github.com/baton-streams/baton/topology"
 )
 
-// The faults of this file exist only on a real cluster: a broker dies with
+// The faults of this file exist only on a real cluster (the embedded one
+// cannot lose a broker; these tests skip there): a broker dies with
 // SIGKILL and takes with it the group coordinator, the leader of a
 // changelog partition or a transaction coordinator, until the cluster
 // elects new ones; the broker then comes back on its data. Each test runs
@@ -308,6 +309,60 @@ func TestFaultChangelogLeaderDiesDuringRestore(t *testing.T) {
 			f.stop()
 			h.prefill(30000)
 			h.checkCounts(g, 120*time.Second)
+			alive(t, a, b)
+		})
+	}
+}
+
+// TestFaultBrokerRestartDuringRestore: one instance holds the state of
+// every task; a second joins on a slow link and restores learners from
+// the changelogs. While it restores, the leader of a changelog partition
+// it reads dies with SIGKILL and starts again on its data: the restore
+// goes on across both moves of the partition's leadership and completes,
+// the tasks change hands, and every count is right, including every
+// prefilled word counted again on its new owner.
+func TestFaultBrokerRestartDuringRestore(t *testing.T) {
+	c := startKafka(t)
+	defer c.Stop()
+	for _, g := range guarantees {
+		t.Run(g.String(), func(t *testing.T) {
+			h := newHarnessOn(t, kafkatest.On(t, c), 4)
+			opts := faultOptions(g)
+			h.prefill(30000)
+			a := h.start("a", opts...)
+			h.checkCounts(g, 120*time.Second)
+			changelog := topology.ChangelogTopic(h.appID, "counts")
+			leaders := h.leaders(changelog)
+			f := h.startFlow(20 * time.Millisecond)
+			mark := h.eventCount()
+			// Slower than the link of the test above: the restore must
+			// outlast a broker's restart, not only its death.
+			b := h.start("b", append(opts, WithKafkaOptions(kgo.Dialer(slowLink{rate: 32 << 10}.Dial)))...)
+			var task string
+			h.eventually(120*time.Second, "b to restore a learner", func() bool {
+				if r := restoring(b); len(r) > 0 {
+					task = r[0]
+					return true
+				}
+				return false
+			})
+			_, part, _ := strings.Cut(task, "_")
+			p, err := strconv.Atoi(part)
+			if err != nil {
+				t.Fatal(err)
+			}
+			victim := leaders[int32(p)]
+			kill(t, c, victim, "the leader of "+changelog+" partition "+part+", which b restores for task "+task+"; it restarts at once")
+			restart(t, c, victim)
+			for _, e := range h.eventsSince(mark, "b", EventLearnerReady) {
+				if e.Task == task {
+					t.Errorf("the learner of %s was ready before its changelog leader came back: the restart missed the restore", task)
+				}
+			}
+			h.eventually(180*time.Second, "a and b to balance after the restart", func() bool { return balanced(a, b) })
+			f.stop()
+			h.prefill(30000)
+			h.checkCounts(g, 180*time.Second)
 			alive(t, a, b)
 		})
 	}

@@ -16,7 +16,9 @@ import (
 // TestFatalGroupError: the errors that end a group session and that every
 // later join would get again stop the App with an ErrConfig naming what
 // to change (a session timeout outside the brokers' bounds; a policy
-// other than the group's); the others are left to the client's retries.
+// other than the group's), or with ErrInstanceIDInUse naming the
+// instance id another member took; the others are left to the client's
+// retries.
 func TestFatalGroupError(t *testing.T) {
 	for _, err := range []error{
 		nil,
@@ -29,7 +31,7 @@ func TestFatalGroupError(t *testing.T) {
 		kerr.UnknownMemberID,
 		kerr.IllegalGeneration,
 	} {
-		if got := fatalGroupError(err, 2*time.Second, assign.Smooth); got != nil {
+		if got := fatalGroupError(err, config{session: 2 * time.Second, policy: assign.Smooth}); got != nil {
 			t.Errorf("fatalGroupError(%v) = %v; want nil (retried)", err, got)
 		}
 	}
@@ -53,14 +55,26 @@ func TestFatalGroupError(t *testing.T) {
 		}
 	}
 	for _, err := range []error{kerr.InvalidSessionTimeout, fmt.Errorf("joining: %w", kerr.InvalidSessionTimeout)} {
-		check(fmt.Sprint(err), fatalGroupError(err, 2*time.Second, assign.Smooth), kerr.InvalidSessionTimeout,
+		check(fmt.Sprint(err), fatalGroupError(err, config{session: 2 * time.Second, policy: assign.Smooth}), kerr.InvalidSessionTimeout,
 			"session timeout: 2s", "group.min.session.timeout.ms", "group.max.session.timeout.ms")
 	}
 	for _, p := range assign.Policies {
 		for _, err := range []error{kerr.InconsistentGroupProtocol, fmt.Errorf("joining: %w", kerr.InconsistentGroupProtocol)} {
-			check(fmt.Sprintf("%s, %v", p, err), fatalGroupError(err, 2*time.Second, p), kerr.InconsistentGroupProtocol,
+			check(fmt.Sprintf("%s, %v", p, err), fatalGroupError(err, config{session: 2 * time.Second, policy: p}), kerr.InconsistentGroupProtocol,
 				"policy "+string(p)+":", `"baton-`+string(p)+`"`, "the group already runs another policy",
 				"every instance of a group must run the same --policy")
+		}
+	}
+	for _, err := range []error{kerr.FencedInstanceID, fmt.Errorf("heartbeating: %w", kerr.FencedInstanceID)} {
+		got := fatalGroupError(err, config{appID: "wc", instanceID: "host-7", policy: assign.Smooth})
+		if !errors.Is(got, ErrInstanceIDInUse) || !errors.Is(got, kerr.FencedInstanceID) {
+			t.Errorf("%v: %v; want ErrInstanceIDInUse wrapping it", err, got)
+			continue
+		}
+		for _, w := range []string{`instance id "host-7"`, "group wc", "--instance-id"} {
+			if !strings.Contains(got.Error(), w) {
+				t.Errorf("%v: %q does not say %q", err, got, w)
+			}
 		}
 	}
 }

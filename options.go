@@ -153,7 +153,9 @@ func WithRack(rack string) Option { return func(c *config) { c.rack = rack } }
 // group.instance.id (static membership, KIP-345): an instance that
 // restarts with the same id within the session timeout gets its tasks
 // back without a rebalance, and under ExactlyOnce its transactional id
-// fences its predecessor's open transaction at once.
+// fences its predecessor's open transaction at once. Two running
+// instances must not share an id: the group keeps the one that joined
+// last, and Run of the other returns ErrInstanceIDInUse.
 func WithInstanceID(id string) Option {
 	return func(c *config) { c.instanceID, c.staticMember = id, true }
 }

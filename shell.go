@@ -163,6 +163,7 @@ func (a *App) loop(ctx context.Context) error {
 				_, gen := a.group.GroupMetadata()
 				s.step(instance.Assignment{Active: asg.Active, Standby: asg.Standby, Learner: asg.Learner, Followup: asg.Followup,
 					Generation: gen, LedGeneration: a.ledGen.Load()})
+				s.readyAfterSubscribing(asg)
 			}
 		case l := <-a.ch.led:
 			s.step(l)

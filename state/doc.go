@@ -60,6 +60,18 @@
 // line and opens it empty; Wipe cures an open one. Errors of the machine
 // (permission, full disk, EIO) are not corruption and wipe nothing.
 //
+// # Disk failures
+//
+// Pebble cannot go on once a write of its own fails: it panics or ends
+// the process. A PebbleStore gives Pebble a file system that, at the
+// first write, sync or file creation that fails, fails the store and
+// freezes its files as a crash at that moment would leave them (later
+// writes are dropped, new files live in memory until Close). The store's
+// operations from then on, Close included, return an error wrapping
+// ErrFailed and the cause, naming the task, store and directory; nothing
+// panics. Opened again on a working disk the store is at some checkpoint
+// applied before the failure, as after a crash.
+//
 // # Locks
 //
 // LockDir uses flock(2), which the kernel releases when the process dies,

@@ -104,6 +104,11 @@ type PebbleStore struct {
 	ckpt      atomic.Int64 // -1: none; written only by Apply and Wipe
 	closed    atomic.Bool
 	corrupted atomic.Pointer[string] // first corruption Pebble reported
+	// failed is the first write to the store's files that failed (a disk
+	// error, a full disk; see failFS), or the first error Pebble took for
+	// fatal. The store fails every later operation with it, and its owner
+	// restores the task elsewhere from the changelog.
+	failed atomic.Pointer[error]
 }
 
 var _ Store = (*PebbleStore)(nil)
@@ -147,11 +152,11 @@ func (s *PebbleStore) open() error {
 	if err != nil {
 		return fmt.Errorf("%w: task %s store %s: %s is open elsewhere (another process, or an open store in this one): %v", ErrLocked, s.task, s.store, s.dir, err)
 	}
-	popts := &pebble.Options{Logger: quietLogger{}, MemTableSize: DefaultMemTableSize}
+	popts := &pebble.Options{Logger: storeLogger{s}, MemTableSize: DefaultMemTableSize}
 	if s.o.tunePebble != nil {
 		s.o.tunePebble(popts)
 	}
-	popts.FS = s.o.fs
+	popts.FS = newFailFS(s.o.fs, s)
 	popts.Lock = lock
 	popts.ReadOnly = s.readOnly
 	popts.ErrorIfNotExists = s.readOnly
@@ -166,6 +171,7 @@ func (s *PebbleStore) open() error {
 		},
 	}
 	s.corrupted.Store(nil)
+	s.failed.Store(nil)
 	db, err := pebble.Open(s.dir, popts)
 	if err != nil {
 		_ = lock.Close()
@@ -199,7 +205,15 @@ func (s *PebbleStore) usable() error {
 	if c := s.corrupted.Load(); c != nil {
 		return corrupt(s.task, s.store, s.dir, errors.New(*c))
 	}
+	if f := s.failed.Load(); f != nil {
+		return fmt.Errorf("%w: task %s store %s in %s: %w", ErrFailed, s.task, s.store, s.dir, *f)
+	}
 	return nil
+}
+
+// fail records the first fatal failure of the store's database.
+func (s *PebbleStore) fail(err error) {
+	s.failed.CompareAndSwap(nil, &err)
 }
 
 // isEnvironmental tells errors about the machine (permissions, a full
@@ -382,6 +396,11 @@ func (s *PebbleStore) Apply(b *Batch, changelogOffset int64) error {
 	if err == nil {
 		err = pb.Commit(s.writeOptions())
 	}
+	if err == nil {
+		if ferr := s.usable(); ferr != nil {
+			return ferr // a write failed during the commit
+		}
+	}
 	if err != nil {
 		return s.wrap(fmt.Sprintf("apply %d writes at offset %d", b.Len(), changelogOffset), err)
 	}
@@ -451,20 +470,48 @@ func (s *PebbleStore) Close() error {
 		return s.errClosed()
 	}
 	var syncErr error
-	if !s.readOnly && s.corrupted.Load() == nil {
+	failed := s.failed.Load()
+	if !s.readOnly && s.corrupted.Load() == nil && failed == nil {
 		syncErr = s.db.LogData(nil, pebble.Sync)
 	}
 	err := errors.Join(syncErr, s.db.Close(), s.lock.Close())
+	if failed != nil {
+		return fmt.Errorf("%w: task %s store %s in %s: %w", ErrFailed, s.task, s.store, s.dir, *failed)
+	}
 	if err != nil && s.corrupted.Load() == nil {
 		return s.wrap("close", err)
 	}
 	return nil
 }
 
-// quietLogger drops Pebble's informational lines; errors and fatal errors
-// go where Pebble's default logger sends them.
-type quietLogger struct{}
+// storeLogger drops Pebble's informational lines and logs its errors
+// where Pebble's default logger does. A fatal error, which Pebble's
+// logger ends the process with, fails the store instead (see failed):
+// Pebble reports them from background work too (a manifest it could not
+// sync after a flush), where the process would end with no word to the
+// store's owner.
+type storeLogger struct{ s *PebbleStore }
 
-func (quietLogger) Infof(string, ...any)           {}
-func (quietLogger) Errorf(format string, a ...any) { pebble.DefaultLogger.Errorf(format, a...) }
-func (quietLogger) Fatalf(format string, a ...any) { pebble.DefaultLogger.Fatalf(format, a...) }
+func (storeLogger) Infof(string, ...any)           {}
+func (storeLogger) Errorf(format string, a ...any) { pebble.DefaultLogger.Errorf(format, a...) }
+func (l storeLogger) Fatalf(format string, a ...any) {
+	pebble.DefaultLogger.Errorf(format, a...)
+	var cause error
+	for _, v := range a {
+		if e, ok := v.(error); ok {
+			cause = e
+			break
+		}
+	}
+	l.s.fail(fatalError{msg: strings.TrimSpace(fmt.Sprintf(format, a...)), cause: cause})
+}
+
+// fatalError is a fatal error Pebble logged, wrapping the error among its
+// arguments (an I/O error, say).
+type fatalError struct {
+	msg   string
+	cause error
+}
+
+func (e fatalError) Error() string { return e.msg }
+func (e fatalError) Unwrap() error { return e.cause }

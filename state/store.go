@@ -50,6 +50,11 @@ var (
 	// ErrLocked: a state directory or store is in use by another process
 	// or another open in this one.
 	ErrLocked = errors.New("state: locked")
+	// ErrFailed: the store's database failed for good while open (its
+	// log or manifest could not be written: a disk error, a full disk).
+	// It answers nothing more; close it and restore the task from the
+	// changelog, on a working disk.
+	ErrFailed = errors.New("state: store failed")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("state: store is closed")
 	// ErrOffsetRegressed: Apply was given an offset below the checkpoint.
