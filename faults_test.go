@@ -114,6 +114,28 @@ func (h *harness) leaders(topic string) map[int32]int {
 
 // restoring returns the stateful tasks r holds as learners that have not
 // caught up yet.
+// slowLearner starts instance b on a link of rate bytes/s and waits until
+// it restores a learner; it returns b, the learner's task and partition,
+// and the node that leads that partition of the changelog (leaders, read
+// before b started).
+func (h *harness) slowLearner(opts []Option, rate int, leaders map[int32]int) (b *running, task, part string, leader int) {
+	h.t.Helper()
+	b = h.start("b", append(opts, WithKafkaOptions(kgo.Dialer(slowLink{rate: rate}.Dial)))...)
+	h.eventually(120*time.Second, "b to restore a learner", func() bool {
+		if r := restoring(b); len(r) > 0 {
+			task = r[0]
+			return true
+		}
+		return false
+	})
+	_, part, _ = strings.Cut(task, "_")
+	p, err := strconv.Atoi(part)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return b, task, part, leaders[int32(p)]
+}
+
 func restoring(r *running) []string {
 	var out []string
 	for _, ts := range r.app.Status().Tasks {
@@ -281,21 +303,7 @@ func TestFaultChangelogLeaderDiesDuringRestore(t *testing.T) {
 			h.mu.Lock()
 			startedAt := len(h.events)
 			h.mu.Unlock()
-			b := h.start("b", append(opts, WithKafkaOptions(kgo.Dialer(slowLink{rate: 128 << 10}.Dial)))...)
-			var task string
-			h.eventually(120*time.Second, "b to restore a learner", func() bool {
-				if r := restoring(b); len(r) > 0 {
-					task = r[0]
-					return true
-				}
-				return false
-			})
-			_, part, _ := strings.Cut(task, "_")
-			p, err := strconv.Atoi(part)
-			if err != nil {
-				t.Fatal(err)
-			}
-			victim := leaders[int32(p)]
+			b, task, part, victim := h.slowLearner(opts, 128<<10, leaders)
 			kill(t, c, victim, "the leader of "+changelog+" partition "+part+", which b restores for task "+task)
 			h.mu.Lock()
 			for _, e := range h.events[startedAt:] {
@@ -337,21 +345,7 @@ func TestFaultBrokerRestartDuringRestore(t *testing.T) {
 			mark := h.eventCount()
 			// Slower than the link of the test above: the restore must
 			// outlast a broker's restart, not only its death.
-			b := h.start("b", append(opts, WithKafkaOptions(kgo.Dialer(slowLink{rate: 32 << 10}.Dial)))...)
-			var task string
-			h.eventually(120*time.Second, "b to restore a learner", func() bool {
-				if r := restoring(b); len(r) > 0 {
-					task = r[0]
-					return true
-				}
-				return false
-			})
-			_, part, _ := strings.Cut(task, "_")
-			p, err := strconv.Atoi(part)
-			if err != nil {
-				t.Fatal(err)
-			}
-			victim := leaders[int32(p)]
+			b, task, part, victim := h.slowLearner(opts, 32<<10, leaders)
 			kill(t, c, victim, "the leader of "+changelog+" partition "+part+", which b restores for task "+task+"; it restarts at once")
 			restart(t, c, victim)
 			for _, e := range h.eventsSince(mark, "b", EventLearnerReady) {

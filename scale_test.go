@@ -636,21 +636,8 @@ type sampler struct {
 }
 
 func (h *harness) sample(apps ...*running) *sampler {
-	var source string
-	top, err := topology.WordCount(h.appID, h.input, h.output)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	for _, sub := range top.Subtopologies() {
-		if sub.Stateful() {
-			source = sub.Sources[0]
-		}
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	adm := kadm.NewClient(cl)
+	_, source := h.internalTopics() // the stateful tasks' input
+	adm := kadm.NewClient(h.prod)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &sampler{}
 	done := make(chan struct{})
@@ -693,7 +680,6 @@ func (h *harness) sample(apps ...*running) *sampler {
 		once.Do(func() {
 			cancel()
 			<-done
-			cl.Close()
 		})
 	}
 	h.t.Cleanup(s.stop)
@@ -808,22 +794,8 @@ type uncommitted struct {
 
 func (h *harness) uncommitted(lost map[string]string) uncommitted {
 	h.t.Helper()
-	top, err := topology.WordCount(h.appID, h.input, h.output)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	var repartition string
-	for _, sub := range top.Subtopologies() {
-		if sub.Stateful() {
-			repartition = sub.Sources[0]
-		}
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	_, repartition := h.internalTopics()
+	adm := kadm.NewClient(h.prod)
 	ctx := context.Background()
 	committed, err := adm.FetchOffsets(ctx, h.appID)
 	if err != nil {
