@@ -3,6 +3,7 @@ package baton
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/internal/tick"
@@ -61,6 +63,34 @@ func (g *fetchGate) open() {
 	if g.shut {
 		g.shut = false
 		close(g.opened)
+	}
+}
+
+// deleteRecords deletes topic's records below del. Apache Kafka deletes
+// records only from topics whose cleanup policy includes delete, so it
+// sets compact,delete first; a leader that has not seen the new policy
+// yet answers POLICY_VIOLATION, which is retried for a while.
+func deleteRecords(ctx context.Context, adm *kadm.Client, topic string, del kadm.Offsets) error {
+	alter := []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr("compact,delete")}}
+	resp, err := adm.AlterTopicConfigs(ctx, alter, topic)
+	if err == nil {
+		err = resp[0].Err
+	}
+	if err != nil {
+		return fmt.Errorf("cleanup.policy of %s: %w", topic, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		deleted, err := adm.DeleteRecords(ctx, del)
+		if err == nil {
+			err = deleted.Error()
+		}
+		if err == nil || !errors.Is(err, kerr.PolicyViolation) || time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("deleting records of %s: %w", topic, err)
+			}
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -195,25 +225,13 @@ func TestChangelogTruncatedDuringRestore(t *testing.T) {
 	// gone. Apache Kafka deletes records only from topics whose cleanup
 	// policy includes delete.
 	h.admin(func(ctx context.Context, adm *kadm.Client) error {
-		alter := []kadm.AlterConfig{{Name: "cleanup.policy", Value: kadm.StringPtr("compact,delete")}}
-		resp, err := adm.AlterTopicConfigs(ctx, alter, changelog)
-		if err == nil {
-			err = resp[0].Err
-		}
-		if err != nil {
-			return fmt.Errorf("cleanup.policy of %s: %w", changelog, err)
-		}
 		ends, err := adm.ListEndOffsets(ctx, changelog)
 		if err != nil {
 			return err
 		}
 		var del kadm.Offsets
 		ends.Each(func(o kadm.ListedOffset) { del.AddOffset(o.Topic, o.Partition, o.Offset, -1) })
-		deleted, err := adm.DeleteRecords(ctx, del)
-		if err == nil {
-			err = deleted.Error()
-		}
-		return err
+		return deleteRecords(ctx, adm, changelog, del)
 	})
 	// After the truncation only one word changes, so a store that kept
 	// its old values holds words the changelog no longer has.
