@@ -95,11 +95,14 @@ type App struct {
 	txnMember atomic.Value // string
 
 	// Written by the group goroutine (kgo's callbacks).
-	assignment  atomic.Pointer[protocol.Assignment]
-	wake        chan struct{} // a new assignment arrived
-	ledGen      atomic.Int32
-	joinedAt    atomic.Int64                     // unix nanos of the last join, for the rebalance log line
-	sentLags    atomic.Pointer[map[string]int64] // the lags of the last subscription
+	assignment atomic.Pointer[protocol.Assignment]
+	wake       chan struct{} // a new assignment arrived
+	ledGen     atomic.Int32
+	joinedAt   atomic.Int64 // unix nanos of the last join, for the rebalance log line
+	// sentLags: the lags of the last subscription, written where kgo's
+	// group goroutine asks for it (Subscription) and cleared at Run's
+	// start; the loop hands them to the core with the assignment.
+	sentLags    atomic.Pointer[map[string]int64]
 	lastPlan    atomic.Pointer[PlanStatus]
 	plansMu     sync.Mutex // guards plans only
 	plans       []PlanStatus

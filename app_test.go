@@ -220,6 +220,23 @@ func (h *harness) waitExact(timeout time.Duration) {
 	if len(diff) > 10 {
 		diff = append(diff[:10], fmt.Sprintf("... %d more", len(diff)-10))
 	}
+	// How the short or long words' histories break tells records never
+	// processed (a history 1..k that stops early) from a store that lost
+	// or replayed writes (a value repeated or skipped).
+	if seqs, err := counts.Sequences(context.Background(), h.brokers, h.output); err == nil {
+		wrong := map[string]int64{}
+		for w, n := range h.words {
+			if got[w] != n {
+				wrong[w] = n
+			}
+		}
+		for w := range seqs {
+			if _, ok := wrong[w]; !ok {
+				delete(seqs, w)
+			}
+		}
+		h.t.Logf("committed output histories of the wrong words:\n%s", strings.Join(counts.Exact(seqs, wrong, 10), "\n"))
+	}
 	h.diagnose()
 	h.t.Fatalf("counts never matched (%d words produced):\n%s", len(h.words), strings.Join(diff, "\n"))
 }

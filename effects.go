@@ -463,29 +463,6 @@ func (s *self) Subscription(owned map[string][]int32) protocol.Subscription {
 	return sub
 }
 
-// readyAfterSubscribing asks for another round when the assignment keeps
-// a learner that is ready here but was not yet when this member's
-// subscription for the round was made: the learner's "learner ready"
-// rejoin came while that subscription was on its way and was spent on
-// the round, which saw its old lag. Without this the learner waited for
-// whatever rebalance came next. The subscription made for the new round
-// reports the lag that is now acceptable, so this asks once per learner.
-func (s *shell) readyAfterSubscribing(asg *protocol.Assignment) {
-	a := s.a
-	sent := a.sentLags.Load()
-	if asg.Followup || sent == nil {
-		return
-	}
-	for _, id := range asg.Learner {
-		lag, ok := (*sent)[id]
-		if s.core.Role(id).Ready && (!ok || lag == instance.UnknownLag || lag > a.cfg.acceptableLag) {
-			a.log.Info("rejoining the group", "why", "learner ready after its subscription was sent", "task", id)
-			a.group.ForceRebalance()
-			return
-		}
-	}
-}
-
 func (s *self) Assigned(asg protocol.Assignment) {
 	a := (*App)(s)
 	a.assignment.Store(&asg)

@@ -94,7 +94,32 @@ func (h *harness) prefill(n int) {
 func (h *harness) eventually(timeout time.Duration, what string, cond func() bool) {
 	h.t.Helper()
 	if !tick.Until(context.Background(), timeout, 50*time.Millisecond, cond) {
+		h.logStatus()
 		h.t.Fatalf("timed out after %v waiting for %s", timeout, what)
+	}
+}
+
+// logStatus logs each running instance's generation, tasks (role, lag,
+// processed) and the last plan it made as leader with its reasons: what a
+// timed-out wait needs to tell a stuck restore from a plan that never
+// came.
+func (h *harness) logStatus() {
+	h.t.Helper()
+	for _, r := range h.runs {
+		st := r.app.Status()
+		var b strings.Builder
+		fmt.Fprintf(&b, "instance %s: generation %d leader %v leaving %v;", st.Instance, st.Generation, st.Leader, st.Leaving)
+		for _, ts := range st.Tasks {
+			fmt.Fprintf(&b, " %s=%s(lag %d, processed %d)", ts.ID, ts.Role, ts.Lag, ts.Processed)
+		}
+		if p := st.Plan; p != nil {
+			fmt.Fprintf(&b, "; last plan: generation %d followup %v", p.Generation, p.Followup)
+			for _, in := range p.Instances {
+				fmt.Fprintf(&b, " %s{active %v learner %v standby %v revoked %v}", in.ID, in.Active, in.Learner, in.Standby, in.Revoked)
+			}
+			fmt.Fprintf(&b, " reasons %q", p.Reasons)
+		}
+		h.t.Log(b.String())
 	}
 }
 

@@ -161,9 +161,12 @@ func (a *App) loop(ctx context.Context) error {
 		case <-a.wake:
 			if asg := a.assignment.Load(); asg != nil {
 				_, gen := a.group.GroupMetadata()
-				s.step(instance.Assignment{Active: asg.Active, Standby: asg.Standby, Learner: asg.Learner, Followup: asg.Followup,
-					Generation: gen, LedGeneration: a.ledGen.Load()})
-				s.readyAfterSubscribing(asg)
+				in := instance.Assignment{Active: asg.Active, Standby: asg.Standby, Learner: asg.Learner, Followup: asg.Followup,
+					Generation: gen, LedGeneration: a.ledGen.Load()}
+				if sent := a.sentLags.Load(); sent != nil {
+					in.Subscribed = *sent
+				}
+				s.step(in)
 			}
 		case l := <-a.ch.led:
 			s.step(l)

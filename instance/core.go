@@ -351,6 +351,31 @@ func (c *Core) assignment(a Assignment) {
 		}
 		c.note(Note{Kind: kind, Task: id, Lag: c.lag(t)})
 	}
+	c.readyAfterSubscribing(a)
+}
+
+// readyAfterSubscribing asks for another round when the assignment keeps
+// a learner that is ready here but was not when this member's
+// subscription for the round was made: the learner's "learner ready"
+// rejoin came while that subscription was on its way and was spent on
+// the round, which saw the old lag. Without this the learner would wait
+// for whatever rebalance came next. A follow-up round is coming anyway,
+// and the subscription made for the next round reports the lag that is
+// now acceptable, so this asks once per round.
+func (c *Core) readyAfterSubscribing(a Assignment) {
+	if a.Followup || a.Subscribed == nil {
+		return
+	}
+	for _, id := range a.Learner {
+		t, ok := c.tasks[id]
+		if !ok || !t.life.Ready {
+			continue
+		}
+		if lag, sent := a.Subscribed[id]; !sent || lag == UnknownLag || lag > c.cfg.AcceptableLag {
+			c.emit(Effect{Kind: Rejoin, Detail: "learner " + id + " ready after its subscription was sent"})
+			return
+		}
+	}
 }
 
 // assigned starts the tasks whose partitions this member now owns.

@@ -22,6 +22,10 @@ type Assignment struct {
 	// Generation of the assignment, and the last generation this member
 	// led (0: never).
 	Generation, LedGeneration int32
+	// Subscribed is the lag of each task as this member's subscription
+	// for the round reported it (UnknownLag, or absent, when it reported
+	// none); nil when the subscription is not known.
+	Subscribed map[string]int64
 }
 
 // Assigned: the partitions of these tasks were assigned to this member.

@@ -109,6 +109,17 @@ func runScript(script string) (string, error) {
 		case "assignment":
 			a := Assignment{Active: ids(kv["active"]), Standby: ids(kv["standby"]), Learner: ids(kv["learner"]), Followup: slices.Contains(flags, "followup")}
 			a.Generation, a.LedGeneration = int32(atoi(kv["gen"])), int32(atoi(kv["led"]))
+			if v, ok := kv["sent"]; ok {
+				// sent=TASK:LAG,...: the lags the subscription reported.
+				a.Subscribed = map[string]int64{}
+				for _, tl := range ids(v) {
+					id, lag, _ := strings.Cut(tl, ":")
+					a.Subscribed[id] = int64(UnknownLag)
+					if lag != "?" {
+						a.Subscribed[id] = int64(atoi(lag))
+					}
+				}
+			}
 			in = a
 		case "assigned", "revoked", "lost":
 			if len(flags) != 1 {
