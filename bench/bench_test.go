@@ -41,6 +41,12 @@ func TestAnalyze(t *testing.T) {
 	ps = append(ps, progressEvery("b", "1_1", 10*s+700*ms, 14*s, 100*ms)...)
 	rec := Recording{Start: start, Progress: sortProgress(ps), Events: []baton.Event{
 		{Time: start.Add(10*s + 150*ms), Kind: baton.EventLastRecord, Instance: "a", Task: "1_1"},
+		// b warmed 1_1 as a learner from 10.05s to 10.12s; a learner of
+		// 1_0 on c that never became its owner counts for nothing.
+		{Time: start.Add(10*s + 50*ms), Kind: baton.EventLearner, Instance: "b", Task: "1_1"},
+		{Time: start.Add(10*s + 60*ms), Kind: baton.EventLearner, Instance: "c", Task: "1_0"},
+		{Time: start.Add(10*s + 120*ms), Kind: baton.EventLearnerReady, Instance: "b", Task: "1_1"},
+		{Time: start.Add(10*s + 900*ms), Kind: baton.EventLearnerReady, Instance: "c", Task: "1_0"},
 		{Time: start.Add(10*s + 160*ms), Kind: baton.EventRevoked, Instance: "a", Task: "1_1"},
 		{Time: start.Add(10*s + 600*ms), Kind: baton.EventAssigned, Instance: "b", Task: "1_1", Lag: 40, Detail: "warm"},
 		{Time: start.Add(10*s + 640*ms), Kind: baton.EventRestored, Instance: "b", Task: "1_1", Replayed: 40},
@@ -69,6 +75,9 @@ func TestAnalyze(t *testing.T) {
 	}
 	if ef.ReplayedSum != 40 || ef.ReplayedMax != 40 || ef.AssignedLagMax != 40 || ef.Cold != 0 {
 		t.Errorf("replayed %d/%d lag %d cold %d, want 40/40 40 0", ef.ReplayedSum, ef.ReplayedMax, ef.AssignedLagMax, ef.Cold)
+	}
+	if ef.LearnerRestoreMax != 70*ms {
+		t.Errorf("learner restore %v, want 70ms (b's learner of 1_1)", ef.LearnerRestoreMax)
 	}
 	// Steady: 2 tasks x 10 records per 100ms = 200/s; the second after
 	// 10s holds 12 samples: 120/s.
@@ -159,6 +168,9 @@ func TestScaleSmoke(t *testing.T) {
 			}
 			if ef.UnmovedRevoked != 0 {
 				t.Errorf("smooth %s: %d unmoved tasks were revoked", ef.Event, ef.UnmovedRevoked)
+			}
+			if ef.Event == EventOut && ef.LearnerRestoreMax <= 0 {
+				t.Errorf("smooth %s: no learner restore measured, but the new instance warms its stateful tasks as learners", ef.Event)
 			}
 			if (ef.Event == EventOut || ef.Event == EventIn) && (ef.ReplayedMax > cfg.AcceptableLag || ef.Cold > 0) {
 				t.Errorf("smooth %s: replayed up to %d (acceptable lag %d), %d cold", ef.Event, ef.ReplayedMax, cfg.AcceptableLag, ef.Cold)

@@ -41,6 +41,9 @@ type TaskFigures struct {
 	AssignedLag int64  `json:"assigned_lag"`
 	Replayed    int64  `json:"replayed"`
 	AssignedAs  string `json:"assigned_as,omitempty"` // warm, cold, caught up, stateless
+	// LearnerRestore is, for a task warmed by a learner on its new owner,
+	// the time from the learner's start to its readiness.
+	LearnerRestore time.Duration `json:"learner_restore_ns,omitempty"`
 }
 
 // EventFigures are the figures of one event (design: "Figures that
@@ -64,10 +67,13 @@ type EventFigures struct {
 	// (EventRestored.Replayed), summed and at most; AssignedLagMax the
 	// largest EventAssigned.Lag of a stateful task; Cold the stateful tasks
 	// that became active cold.
-	ReplayedSum    int64 `json:"replayed_sum"`
-	ReplayedMax    int64 `json:"replayed_max"`
-	AssignedLagMax int64 `json:"assigned_lag_max"`
-	Cold           int   `json:"cold"`
+	ReplayedSum int64 `json:"replayed_sum"`
+	ReplayedMax int64 `json:"replayed_max"`
+	// LearnerRestoreMax is the longest TaskFigures.LearnerRestore: how
+	// long the slowest learner took to restore off the critical path.
+	LearnerRestoreMax time.Duration `json:"learner_restore_max_ns"`
+	AssignedLagMax    int64         `json:"assigned_lag_max"`
+	Cold              int           `json:"cold"`
 	// SteadyRate is records/s processed by the group in the baseline;
 	// MinRate the lowest 1-second rate during the event; Dip their ratio.
 	SteadyRate float64       `json:"steady_rate"`
@@ -116,11 +122,16 @@ func Analyze(rec Recording, w Window, stateful func(task string) bool) EventFigu
 			tf.Handover = handover(rec, ps, w, id, tf.From, tf.To)
 			handovers = append(handovers, tf.Handover)
 		}
+		learnerAt := time.Duration(-1)
 		for _, e := range rec.Events {
 			if e.Task != id || !inWindow(e) {
 				continue
 			}
 			switch {
+			case e.Kind == baton.EventLearner && e.Instance == tf.To:
+				learnerAt = e.Time.Sub(rec.Start)
+			case e.Kind == baton.EventLearnerReady && e.Instance == tf.To && learnerAt >= 0 && tf.LearnerRestore == 0:
+				tf.LearnerRestore = e.Time.Sub(rec.Start) - learnerAt
 			case e.Kind == baton.EventRevoked:
 				tf.Revoked = true
 			case e.Kind == baton.EventAssigned && e.Instance == tf.To:
@@ -148,6 +159,7 @@ func Analyze(rec Recording, w Window, stateful func(task string) bool) EventFigu
 		if tf.Stateful {
 			ef.ReplayedSum += tf.Replayed
 			ef.ReplayedMax = max(ef.ReplayedMax, tf.Replayed)
+			ef.LearnerRestoreMax = max(ef.LearnerRestoreMax, tf.LearnerRestore)
 			ef.AssignedLagMax = max(ef.AssignedLagMax, tf.AssignedLag)
 			if tf.AssignedAs == "cold" {
 				ef.Cold++
