@@ -27,6 +27,9 @@ type ScaleConfig struct {
 	// Sample is the Status sampling interval: the resolution of gaps.
 	Sample  time.Duration `json:"sample_ns"`
 	Timeout time.Duration `json:"timeout_ns"` // for any one wait
+	// Brokers, if set, is a cluster to run on instead of a fresh embedded
+	// one per policy (topic names and application ids unique to the run).
+	Brokers []string `json:"brokers,omitempty"`
 	// Options are added to every instance's (e.g. a heartbeat interval).
 	Options []baton.Option `json:"-"`
 	// Log, if set, receives a line per step as the script runs.
@@ -150,7 +153,7 @@ func (s *script) logf(format string, args ...any) {
 func (s *script) start(id string, standbys int) (*instance, error) {
 	opts := append([]baton.Option{baton.WithPolicy(s.policy), baton.WithStandbys(standbys),
 		baton.WithAcceptableLag(s.cfg.AcceptableLag)}, s.cfg.Options...)
-	in, err := s.e.start(instanceConfig{appID: "wc", id: id, opts: opts, listener: s.rec.listen})
+	in, err := s.e.start(instanceConfig{appID: "wc" + s.e.suffix, id: id, opts: opts, listener: s.rec.listen})
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +164,7 @@ func (s *script) start(id string, standbys int) (*instance, error) {
 func runScalePolicy(ctx context.Context, cfg ScaleConfig, policy assign.Policy) (PolicyRun, error) {
 	run := PolicyRun{Policy: string(policy), Bucket: 250 * time.Millisecond}
 	began := time.Now()
-	e, err := newPrefilledEnv(ctx, nil, cfg.Partitions, cfg.Keys)
+	e, err := newPrefilledEnv(ctx, cfg.Brokers, cfg.Partitions, cfg.Keys)
 	if err != nil {
 		return run, err
 	}

@@ -78,11 +78,13 @@ func benchScaleCmd() *cobra.Command {
 		out      string
 		cfg      bench.ScaleConfig
 		verbose  bool
+		brokers  []string
 	)
 	cmd := &cobra.Command{
 		Use:   "scale",
 		Short: "Scale out, drain, crash: the same script under each policy, side by side",
-		Long: `scale runs one script per policy, each on a fresh embedded cluster: two
+		Long: `scale runs one script per policy, each on a fresh embedded cluster (or,
+with --brokers, on that cluster under names unique to the run): two
 wordcount instances with prefilled state (--keys distinct words) process a
 steady input (--rate lines/s); a third joins (out), drains (in), another joins
 and crashes (its connections cut), and three instances with one standby per
@@ -119,6 +121,7 @@ the critical path, the time to balance and the throughput dip.`,
 			if verbose {
 				base.Log = cmd.ErrOrStderr()
 			}
+			base.Brokers = brokers
 			res, err := bench.RunScale(benchContext(cmd), base)
 			w := cmd.OutOrStdout()
 			if res != nil {
@@ -143,6 +146,7 @@ the critical path, the time to balance and the throughput dip.`,
 	f.DurationVar(&cfg.Steady, "steady", 0, "steady period before each event: the baseline (default 5s)")
 	f.StringVar(&out, "out", "", "directory for scale.json and scale.svg")
 	f.BoolVarP(&verbose, "verbose", "v", false, "narrate the script on stderr")
+	f.StringSliceVar(&brokers, "brokers", nil, "run on this cluster (host:port,...) instead of a fresh embedded one per policy")
 	return cmd
 }
 
