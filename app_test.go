@@ -60,13 +60,24 @@ func newHarnessOn(t *testing.T, tg *kafkatest.Target, partitions int32) *harness
 		words: map[string]int64{}, rng: rand.New(rand.NewPCG(1, 2))}
 	tg.CreateTopic(t, h.input, partitions, false)
 	tg.CreateTopic(t, h.output, partitions, true)
-	var err error
-	h.prod, err = kgo.NewClient(kgo.SeedBrokers(h.brokers...))
+	h.prod = testProducer(t, h.brokers)
+	return h
+}
+
+// testProducer is the client that writes a test's input. It does not
+// give up on a record while the cluster may come back: a broker that has
+// just restarted may answer UNKNOWN_TOPIC_OR_PARTITION until it has
+// caught up with the metadata, and a record given up on would leave the
+// expected counts unknown. Two minutes without a cluster fail the write,
+// so a test that failed and stopped its cluster still ends.
+func testProducer(t *testing.T, brokers []string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.UnknownTopicRetries(-1), kgo.RecordDeliveryTimeout(2*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(h.prod.Close)
-	return h
+	t.Cleanup(cl.Close)
+	return cl
 }
 
 // produce writes n lines of random words and remembers the counts.
@@ -77,19 +88,34 @@ func (h *harness) produce(n int) {
 	}
 }
 
+// produceErr writes n lines of random words and adds the words of the
+// lines the cluster acknowledged to the expected counts. A line whose
+// write failed may or may not be in the input: the error says that the
+// expected counts are unknown from then on.
 func (h *harness) produceErr(n int) error {
 	vocab := []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu"}
 	var recs []*kgo.Record
 	for i := range n {
 		var line []string
 		for range 1 + h.rng.IntN(5) {
-			w := vocab[h.rng.IntN(len(vocab))]
-			line = append(line, w)
-			h.words[w]++
+			line = append(line, vocab[h.rng.IntN(len(vocab))])
 		}
 		recs = append(recs, &kgo.Record{Topic: h.input, Key: []byte(strconv.Itoa(i)), Value: []byte(strings.Join(line, " "))})
 	}
-	return h.prod.ProduceSync(context.Background(), recs...).FirstErr()
+	var failed []string
+	for _, r := range h.prod.ProduceSync(context.Background(), recs...) {
+		if r.Err != nil {
+			failed = append(failed, fmt.Sprintf("%q: %v", r.Record.Value, r.Err))
+			continue
+		}
+		for _, w := range strings.Fields(string(r.Record.Value)) {
+			h.words[w]++
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("writing input: %d of %d lines failed, so the expected counts are unknown from here on: %s", len(failed), n, strings.Join(failed, "; "))
+	}
+	return nil
 }
 
 func (h *harness) listener(e Event) {

@@ -61,12 +61,16 @@ func (h *harness) startFlow(every time.Duration) *flow {
 	h.t.Cleanup(f.stop)
 	go func() {
 		defer close(f.done)
-		// An error means the cluster is gone: the test ended.
-		_ = tick.Every(ctx, every, func() error {
+		err := tick.Every(ctx, every, func() error {
 			h.wmu.Lock()
 			defer h.wmu.Unlock()
 			return h.produceErr(20)
 		})
+		if err != nil && ctx.Err() == nil {
+			// The counts checked later would be wrong for a reason
+			// that is not baton's: say so here.
+			h.t.Errorf("the input flow stopped: %v", err)
+		}
 	}()
 	return f
 }

@@ -34,12 +34,7 @@ func newTargetHarness(t *testing.T, brokers []string, name func(string) string, 
 		}
 		createTopic(t, adm, topic, partitions, configs)
 	}
-	var err error
-	h.prod, err = kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.prod.Close)
+	h.prod = testProducer(t, brokers)
 	return h
 }
 
@@ -426,12 +421,7 @@ func TestInternalTopicsAfterLateInput(t *testing.T) {
 	tg := kafkatest.ForTest(t)
 	h := &harness{t: t, brokers: tg.Brokers, appID: tg.Name("wc"), input: tg.Name("lines"), output: tg.Name("counts"),
 		words: map[string]int64{}, rng: rand.New(rand.NewPCG(1, 2))}
-	var err error
-	h.prod, err = kgo.NewClient(kgo.SeedBrokers(h.brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.prod.Close)
+	h.prod = testProducer(t, h.brokers)
 	r := h.start("a", WithCreateSinks(nil))
 	// Not a wait for a condition: the input must appear after the 10 s.
 	time.Sleep(11 * time.Second)
