@@ -71,6 +71,23 @@ func TestObservationValidate(t *testing.T) {
 		{"moves negative", func(o *Observation) { o.Moves = -1 }, "Moves", "negative"},
 		{"time went back", func(o *Observation) { o.Now = start.Add(-time.Second) }, "Now", "before the previous evaluation"},
 	}
+	t.Run("time went back within a run of equal needs", func(t *testing.T) {
+		r, err := New(DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, at := range []time.Duration{0, 10 * time.Second} {
+			o := good
+			o.Now = start.Add(at)
+			if _, err := r.Recommend(o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o := good
+		o.Now = start.Add(5 * time.Second)
+		_, err = r.Recommend(o)
+		checkFieldError(t, err, ErrInvalidObservation, "Now", "before the previous evaluation")
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r, err := New(DefaultConfig())

@@ -85,8 +85,10 @@ type sample struct {
 // remembers the needs of past evaluations as far back as InWindow, and
 // nothing else. It is not safe for concurrent use; one goroutine owns it.
 type Recommender struct {
-	cfg     Config
-	history []sample // by time; consecutive needs differ
+	cfg       Config
+	history   []sample  // by time; consecutive needs differ
+	last      time.Time // Now of the latest evaluation
+	evaluated bool      // whether there has been one
 }
 
 // New returns a Recommender with the given config, or a *FieldError
@@ -108,9 +110,10 @@ func (r *Recommender) Recommend(o Observation) (Recommendation, error) {
 	if err := o.validate(); err != nil {
 		return Recommendation{}, err
 	}
-	if n := len(r.history); n > 0 && o.Now.Before(r.history[n-1].at) {
-		return Recommendation{}, observationErr("Now", "%v is before the previous evaluation (%v)", o.Now, r.history[n-1].at)
+	if r.evaluated && o.Now.Before(r.last) {
+		return Recommendation{}, observationErr("Now", "%v is before the previous evaluation (%v)", o.Now, r.last)
 	}
+	r.last, r.evaluated = o.Now, true
 	cfg := r.cfg
 	cur := o.Instances
 	need, why := r.need(o)
