@@ -229,7 +229,7 @@ func (a *App) publish(s *instance.Snapshot) {
 	for _, tv := range s.Tasks {
 		v := taskView{id: tv.ID, role: tv.State.Role, lag: tv.Lag}
 		if t, ok := a.tasks[tv.ID]; ok {
-			v.processed = &t.processed
+			v.processed, v.restored = &t.processed, &t.restored
 		}
 		view = append(view, v)
 		a.metrics.lag.WithLabelValues(tv.ID, tv.State.Role.String()).Set(float64(tv.Lag))

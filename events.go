@@ -91,6 +91,12 @@ type TaskStatus struct {
 	Role      string `json:"role"`
 	Lag       int64  `json:"lag"`
 	Processed int64  `json:"processed"`
+	// Restored counts changelog records restored into the task's stores
+	// while it was active on this instance (restoration that holds its
+	// processing up), not what it read as a standby or learner. Like
+	// Processed it starts at 0 when the task is opened here and restarts
+	// when it is closed and opened again.
+	Restored int64 `json:"restored"`
 }
 
 // PlanStatus is the leader's last plan with its explanation.

@@ -480,6 +480,7 @@ func (s *shell) restored(c restoreChunk) {
 			a.metrics.restored.WithLabelValues(id).Add(float64(n))
 			if s.core.Role(id).Role == lifecycle.Active {
 				t.replayed += n
+				t.restored.Add(n)
 			}
 		}
 		progress = append(progress, instance.Progress{Task: id, Store: st.name, Checkpoint: st.checkpoint, End: p.hwm})

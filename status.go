@@ -13,6 +13,7 @@ type taskView struct {
 	role      lifecycle.Role
 	lag       int64
 	processed *atomic.Int64 // nil for a task not open yet
+	restored  *atomic.Int64 // nil for a task not open yet
 }
 
 // Status returns a snapshot of the instance. Safe to call at any time from
@@ -31,6 +32,9 @@ func (a *App) Status() Status {
 			ts := TaskStatus{ID: v.id, Role: v.role.String(), Lag: v.lag}
 			if v.processed != nil {
 				ts.Processed = v.processed.Load()
+			}
+			if v.restored != nil {
+				ts.Restored = v.restored.Load()
 			}
 			st.Tasks = append(st.Tasks, ts)
 		}

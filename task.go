@@ -36,6 +36,10 @@ type task struct {
 	lastAt     time.Time // when the last record was processed
 
 	processed atomic.Int64
+	// restored counts changelog records restored into the stores while
+	// the task was active here, over the life of this task (replayed
+	// restarts at each activation; this does not).
+	restored atomic.Int64
 }
 
 // taskStore is one store of a task: the local state.Store plus, while

@@ -99,9 +99,14 @@ type EventFigures struct {
 	// Balanced says whether the live instances ran their shares of the
 	// active stateful tasks by the end of the recording, TimeToBalance
 	// how long after the event that first held.
-	Balanced      bool               `json:"balanced"`
-	TimeToBalance time.Duration      `json:"time_to_balance_ns"`
-	Partitions    []PartitionFigures `json:"partitions"`
+	Balanced      bool          `json:"balanced"`
+	TimeToBalance time.Duration `json:"time_to_balance_ns"`
+	// Restored is the changelog records restored on the critical path:
+	// into the stores of active tasks, over the window after the event
+	// (RestoredIn). nil (null) when not observed: some status line did
+	// not report it.
+	Restored   *int64             `json:"restored"`
+	Partitions []PartitionFigures `json:"partitions"`
 }
 
 // Analyze computes the figures of ev from rec. It is pure; rec's slices
@@ -123,6 +128,9 @@ func Analyze(rec Recording, ev Event) EventFigures {
 		}
 	}
 	ef.Steady, ef.After = Summarize(steady), Summarize(after)
+	if n, ok := RestoredIn(rec.Status, ev.At, end); ok {
+		ef.Restored = &n
+	}
 	// Who runs what is read until the group balanced, when that was
 	// after the window: a move late in the window shows only then.
 	settled := end
@@ -317,6 +325,43 @@ func ProcessedAt(status []Status, t time.Duration) int64 {
 		sum += n
 	}
 	return sum
+}
+
+// RestoredIn returns the sum over instances of how much their restored
+// counts grew from from to to: from each instance's last line at or
+// before from (0 for an instance with none, one that starts during the
+// window) to its last line at or before to. A count that goes down is an
+// instance that started again: all of its new count is new. ok is false
+// when a line up to to does not report restored, or no line falls in
+// (from, to].
+func RestoredIn(status []Status, from, to time.Duration) (n int64, ok bool) {
+	last := map[string]int64{}
+	seen := false
+	for _, s := range status {
+		if s.At > to {
+			break
+		}
+		r := s.Line.Restored
+		if r == nil {
+			return 0, false
+		}
+		name := s.Line.Instance
+		if s.At <= from {
+			last[name] = *r
+			continue
+		}
+		seen = true
+		prev := last[name]
+		if *r < prev {
+			prev = 0
+		}
+		n += *r - prev
+		last[name] = *r
+	}
+	if !seen {
+		return 0, false
+	}
+	return n, true
 }
 
 // FirstProcessed returns the first time the instances' processed counts

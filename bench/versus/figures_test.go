@@ -187,3 +187,58 @@ func TestProcessed(t *testing.T) {
 		t.Fatal("51 reached")
 	}
 }
+
+func TestAnalyzeRestored(t *testing.T) {
+	// a restored 100 records before the event and 50 more at 12s; b
+	// nothing; c, which starts during the event, 800 once 1_3 is active
+	// on it and 100 more after the window.
+	rec := synthetic()
+	for i := range rec.Status {
+		s := &rec.Status[i]
+		var n int64
+		switch s.Line.Instance {
+		case "a":
+			n = 100
+			if s.At >= 12*time.Second {
+				n = 150
+			}
+		case "c":
+			if s.At >= 13*time.Second {
+				n = 800
+			}
+			if s.At >= 19*time.Second {
+				n = 900
+			}
+		}
+		s.Line.Restored = &n
+	}
+	ev := Event{Name: "scale-out", At: 10 * time.Second, Steady: 5 * time.Second, After: 8 * time.Second, Live: []string{"a", "b", "c"}}
+	ef := Analyze(rec, ev)
+	if ef.Restored == nil || *ef.Restored != 850 {
+		t.Fatalf("restored %v, want 850", ef.Restored)
+	}
+	// One engine that does not report it: not observed.
+	rec.Status[len(rec.Status)/2].Line.Restored = nil
+	if ef := Analyze(rec, ev); ef.Restored != nil {
+		t.Fatalf("a line without restored: restored %d, want not observed", *ef.Restored)
+	}
+	if ef := Analyze(synthetic(), ev); ef.Restored != nil {
+		t.Fatalf("no line reports restored: restored %d, want not observed", *ef.Restored)
+	}
+}
+
+func TestRestoredIn(t *testing.T) {
+	n := func(v int64) *int64 { return &v }
+	st := []Status{
+		{At: 1 * time.Second, Line: StatusLine{Instance: "a", Restored: n(10)}},
+		{At: 2 * time.Second, Line: StatusLine{Instance: "a", Restored: n(30)}},
+		{At: 3 * time.Second, Line: StatusLine{Instance: "a", Restored: n(5)}}, // started again
+		{At: 4 * time.Second, Line: StatusLine{Instance: "a", Restored: n(7)}},
+	}
+	if got, ok := RestoredIn(st, 1500*ms, 4*time.Second); !ok || got != 27 {
+		t.Fatalf("restored %d %v, want 20 then a restart's 7", got, ok)
+	}
+	if _, ok := RestoredIn(st, 5*time.Second, 6*time.Second); ok {
+		t.Fatal("no line in the window: observed")
+	}
+}

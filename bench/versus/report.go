@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"text/tabwriter"
 	"time"
 )
@@ -20,17 +21,17 @@ func Print(w io.Writer, res *Result) error {
 	for _, ev := range events {
 		fmt.Fprintf(w, "%s (latency and gaps: %v steady before, %v after)\n", ev, res.Config.Steady, res.Config.After)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "engine\tp50\tp99\tmax\tsteady p50\tp99\tmax\tmoved\tmoved gap\tunmoved gap\tsteady gap\tstalled>1s\tbalanced\tcounts\t")
+		fmt.Fprintln(tw, "engine\tp50\tp99\tmax\tsteady p50\tp99\tmax\tmoved\tmoved gap\tunmoved gap\tsteady gap\tstalled>1s\tbalanced\trestored\tcounts\t")
 		for _, r := range res.Runs {
 			if r.Event != ev {
 				continue
 			}
 			if r.Unsupported != "" {
-				fmt.Fprintf(tw, "%s\tnot supported (below)\t\t\t\t\t\t\t\t\t\t\t\t\t\n", r.Configuration)
+				fmt.Fprintf(tw, "%s\tnot supported (below)\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n", r.Configuration)
 				continue
 			}
 			if r.Error != "" && r.Recording == nil {
-				fmt.Fprintf(tw, "%s\tFAILED (below)\t\t\t\t\t\t\t\t\t\t\t\t\t\n", r.Configuration)
+				fmt.Fprintf(tw, "%s\tFAILED (below)\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n", r.Configuration)
 				continue
 			}
 			f := r.Figures
@@ -38,10 +39,10 @@ func Print(w io.Writer, res *Result) error {
 			if f.Balanced {
 				bal = secs(f.TimeToBalance)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%d\t%s\t%s\t\n", r.Configuration,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t\n", r.Configuration,
 				dur(f.After.P50), dur(f.After.P99), dur(f.After.Max), dur(f.Steady.P50), dur(f.Steady.P99), dur(f.Steady.Max),
 				f.Moved, f.Moved+f.Unmoved, dur(f.MovedLongestGap), dur(f.UnmovedLongestGap), dur(f.UnmovedSteadyGap),
-				f.Stalled, bal, countsCell(r))
+				f.Stalled, bal, restoredCell(f.Restored), countsCell(r))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -73,6 +74,15 @@ func Print(w io.Writer, res *Result) error {
 		}
 	}
 	return nil
+}
+
+// restoredCell is the records restored on the critical path, or "not
+// observed" when the engine does not report them.
+func restoredCell(n *int64) string {
+	if n == nil {
+		return "not observed"
+	}
+	return strconv.FormatInt(*n, 10)
 }
 
 func countsCell(r Run) string {

@@ -19,6 +19,11 @@ type StatusLine struct {
 	// Processed counts input records (lines) this instance processed
 	// since it started.
 	Processed int64 `json:"processed"`
+	// Restored counts changelog records this instance restored into the
+	// stores of its active tasks since it started (not what standby or
+	// warm-up replicas read). nil means the engine does not observe it:
+	// the field was absent or -1 on the wire.
+	Restored *int64 `json:"restored,omitempty"`
 }
 
 // ParseStatusLine decodes one stdout line of an engine. A line that is not
@@ -36,6 +41,12 @@ func ParseStatusLine(line string) (s StatusLine, ok bool, err error) {
 	if s.Engine == "" || s.Instance == "" {
 		return StatusLine{}, false, fmt.Errorf("versus: status line %q: engine and instance are required", clip(line))
 	}
+	if s.Restored != nil && *s.Restored < 0 {
+		if *s.Restored != -1 {
+			return StatusLine{}, false, fmt.Errorf("versus: status line %q: restored is %d: it is a count, or -1 when not observed", clip(line), *s.Restored)
+		}
+		s.Restored = nil
+	}
 	return s, true, nil
 }
 
@@ -47,9 +58,10 @@ func clip(s string) string {
 }
 
 // ProcessedCounter turns samples of per-task counters that restart when a
-// task is closed and opened again (baton's TaskStatus.Processed) into one
-// counter that only grows: what the contract's processed field is. It is
-// not safe for concurrent use.
+// task is closed and opened again (baton's TaskStatus.Processed and
+// TaskStatus.Restored) into one counter that only grows: what the
+// contract's processed and restored fields are. It is not safe for
+// concurrent use.
 type ProcessedCounter struct {
 	last  map[string]int64
 	total int64

@@ -1,6 +1,9 @@
 package versus
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestProcessedCounter(t *testing.T) {
 	var c ProcessedCounter
@@ -29,6 +32,20 @@ func TestParseStatusLine(t *testing.T) {
 	s, ok, err := ParseStatusLine(`{"engine":"kstreams","instance":"b","time_ms":5,"state":"RUNNING","active":["0_1"],"standby":[],"warmup":[],"processed":12}`)
 	if !ok || err != nil || s.Instance != "b" || s.Processed != 12 || len(s.Active) != 1 {
 		t.Fatalf("got %+v ok %v err %v", s, ok, err)
+	}
+	if s.Restored != nil {
+		t.Fatalf("a line without restored: restored %d, want not observed", *s.Restored)
+	}
+	s, ok, err = ParseStatusLine(`{"engine":"kstreams","instance":"b","restored":0}`)
+	if !ok || err != nil || s.Restored == nil || *s.Restored != 0 {
+		t.Fatalf("restored 0: got %+v ok %v err %v", s, ok, err)
+	}
+	s, ok, err = ParseStatusLine(`{"engine":"goka","instance":"b","restored":-1}`)
+	if !ok || err != nil || s.Restored != nil {
+		t.Fatalf("restored -1: got %+v ok %v err %v, want not observed", s, ok, err)
+	}
+	if _, _, err := ParseStatusLine(`{"engine":"x","instance":"b","restored":-2}`); err == nil || !strings.Contains(err.Error(), "restored") {
+		t.Fatalf("restored -2: err %v, want one naming restored", err)
 	}
 	if _, _, err := ParseStatusLine(`{"engine":"x"}`); err == nil {
 		t.Fatal("a line without instance: no error")

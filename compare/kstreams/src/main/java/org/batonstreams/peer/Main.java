@@ -20,6 +20,7 @@ import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.streams.CloseOptions;
 import org.apache.kafka.streams.KafkaStreams;
@@ -28,6 +29,7 @@ import org.apache.kafka.streams.TaskMetadata;
 import org.apache.kafka.streams.ThreadMetadata;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.TopologyDescription;
+import org.apache.kafka.streams.processor.StateRestoreListener;
 
 /**
  * The Kafka Streams peer of {@code baton bench versus}: the wordcount of
@@ -107,6 +109,25 @@ public final class Main {
             throw new Fatal("--state-dir " + f.stateDir + ": " + oneLine(e));
         }
 
+        // Kafka Streams calls the global restore listener for the stores
+        // of active tasks only (standby and warm-up replicas report to
+        // the StandbyUpdateListener): the contract's restored.
+        AtomicLong restored = new AtomicLong();
+        streams.setGlobalStateRestoreListener(new StateRestoreListener() {
+            @Override
+            public void onRestoreStart(TopicPartition tp, String store, long start, long end) {
+            }
+
+            @Override
+            public void onBatchRestored(TopicPartition tp, String store, long batchEnd, long n) {
+                restored.addAndGet(n);
+            }
+
+            @Override
+            public void onRestoreEnd(TopicPartition tp, String store, long total) {
+            }
+        });
+
         Object closing = new Object();
         streams.setStateListener((now, before) -> {
             if (now == KafkaStreams.State.ERROR) {
@@ -140,7 +161,7 @@ public final class Main {
         ticker.scheduleAtFixedRate(() -> {
             try {
                 System.out.println(status(f.instance, streams, subtopologyIds, processed.get(),
-                        f.standbys == 0));
+                        restored.get(), f.standbys == 0));
             } catch (RuntimeException e) {
                 System.err.println(ENGINE + ": status: " + oneLine(e));
             }
@@ -219,7 +240,7 @@ public final class Main {
     }
 
     static String status(String instance, KafkaStreams streams, Map<Integer, String> ids,
-                         long processed, boolean standbysAreWarmups) {
+                         long processed, long restored, boolean standbysAreWarmups) {
         TreeSet<String> active = new TreeSet<>();
         TreeSet<String> standby = new TreeSet<>();
         for (ThreadMetadata t : streams.metadataForLocalThreads()) {
@@ -250,7 +271,8 @@ public final class Main {
         Json.strings(b, standby);
         b.append(",\"warmup\":");
         Json.strings(b, warmup);
-        b.append(",\"processed\":").append(processed).append('}');
+        b.append(",\"processed\":").append(processed);
+        b.append(",\"restored\":").append(restored).append('}');
         return b.toString();
     }
 
