@@ -463,7 +463,7 @@ func TestCorruptStateIsRestored(t *testing.T) {
 		}
 	}
 	h.produce(300)
-	h.start("a2", WithStateDir(dir))
+	a2 := h.start("a2", WithStateDir(dir))
 	h.waitExact(30 * time.Second)
 	// Nothing was written to the changelogs while no instance ran: a store
 	// kept from disk replays nothing, a wiped one replays its changelog.
@@ -480,6 +480,12 @@ func TestCorruptStateIsRestored(t *testing.T) {
 			t.Error("the damaged task 1_0 was not restored from its changelog (nothing replayed)")
 		case id != "1_0" && n != 0:
 			t.Errorf("healthy task %s replayed %d changelog records: its store on disk was not kept", id, n)
+		}
+	}
+	// Status says the same: what each task restored while active.
+	for _, ts := range a2.app.Status().Tasks {
+		if n, ok := replayed[ts.ID]; ok && ts.Restored != n {
+			t.Errorf("status of %s: restored %d, but it replayed %d", ts.ID, ts.Restored, n)
 		}
 	}
 }
