@@ -64,15 +64,11 @@ func newHarnessOn(t *testing.T, tg *kafkatest.Target, partitions int32) *harness
 	return h
 }
 
-// testProducer is the client that writes a test's input. It does not
-// give up on a record while the cluster may come back: a broker that has
-// just restarted may answer UNKNOWN_TOPIC_OR_PARTITION until it has
-// caught up with the metadata, and a record given up on would leave the
-// expected counts unknown. Two minutes without a cluster fail the write,
-// so a test that failed and stopped its cluster still ends.
+// testProducer is the client that writes a test's input, closed when the
+// test ends.
 func testProducer(t *testing.T, brokers []string) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.UnknownTopicRetries(-1), kgo.RecordDeliveryTimeout(2*time.Minute))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
 		t.Fatal(err)
 	}
