@@ -91,7 +91,7 @@ type Status struct {
 	// Autoscale is the group's recommended size with the figures it was
 	// worked out from. Only the group's leader computes it (it alone
 	// knows the members); nil on the other instances and until the
-	// leader has read the input once.
+	// leader has read the input twice (a rate takes two reads).
 	Autoscale *AutoscaleStatus `json:"autoscale,omitempty"`
 }
 

@@ -30,6 +30,7 @@ type inputRead struct {
 // the loop.
 type inputState struct {
 	reading bool // a read is under way
+	reads   int  // reads taken
 	rates   *offsetRates
 	busy    meter // the workers' records against their busy seconds
 	// rec exists while this instance leads; prevLag is the group's lag
@@ -114,6 +115,7 @@ func (s *shell) inputRead(r inputRead) {
 		return
 	}
 	s.input.rates.observe(r.at, r.ends)
+	s.input.reads++
 
 	var records, busy int64
 	for _, w := range a.workers {
@@ -186,6 +188,9 @@ func (s *shell) recommend(r inputRead, workerRate float64) {
 		a.metrics.groupLag.Reset()
 		a.metrics.groupRate.Reset()
 		return
+	}
+	if s.input.reads < 2 {
+		return // the input rates need two reads: not measured yet
 	}
 	if s.input.rec == nil {
 		rec, err := autoscale.New(a.cfg.autoscale)
