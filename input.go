@@ -112,6 +112,9 @@ func (s *shell) inputRead(r inputRead) {
 		if a.runCtx.Err() == nil {
 			a.log.Debug("reading the input's offsets; input lag and rates unchanged", "err", r.err)
 		}
+		if !a.leads() {
+			s.withdraw()
+		}
 		return
 	}
 	s.input.rates.observe(r.at, r.ends)
@@ -182,11 +185,7 @@ func (s *shell) recommend(r inputRead, workerRate float64) {
 	a := s.a
 	plan := a.lastPlan.Load()
 	if r.committed == nil || plan == nil || !a.leads() {
-		s.input.rec, s.input.hasPrev = nil, false
-		a.desired.Store(nil)
-		a.metrics.desired.Reset()
-		a.metrics.groupLag.Reset()
-		a.metrics.groupRate.Reset()
+		s.withdraw()
 		return
 	}
 	if s.input.reads < 2 {
@@ -215,6 +214,17 @@ func (s *shell) recommend(r inputRead, workerRate float64) {
 	a.metrics.desired.WithLabelValues().Set(float64(rec.Instances))
 	a.metrics.groupLag.WithLabelValues().Set(float64(obs.Lag))
 	a.metrics.groupRate.WithLabelValues().Set(obs.InputRate)
+}
+
+// withdraw forgets the rule's history and unpublishes the recommendation
+// and the group's figures: this instance does not lead.
+func (s *shell) withdraw() {
+	a := s.a
+	s.input.rec, s.input.hasPrev = nil, false
+	a.desired.Store(nil)
+	a.metrics.desired.Reset()
+	a.metrics.groupLag.Reset()
+	a.metrics.groupRate.Reset()
 }
 
 // observe builds the autoscale observation of the group from a read of
