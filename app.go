@@ -81,6 +81,13 @@ type App struct {
 	snapshot atomic.Pointer[instance.Snapshot] // what Subscription reports
 	view     atomic.Pointer[[]taskView]        // what Status reports
 	leaving  atomic.Bool
+	// inputs: each active task's input lag and rate; workerRate: the
+	// workers' records per busy second (float64 bits); desired: the
+	// recommendation, on the leader only. Written at each read of the
+	// input (input.go).
+	inputs     atomic.Pointer[map[string]InputLag]
+	workerRate atomic.Uint64
+	desired    atomic.Pointer[AutoscaleStatus]
 
 	// Written by any goroutine.
 	closers    sync.WaitGroup // background store opens and closes
@@ -332,6 +339,9 @@ func (a *App) reset() {
 	a.snapshot.Store(&instance.Snapshot{Lags: map[string]int64{}})
 	a.view.Store(&[]taskView{})
 	a.leaving.Store(false)
+	a.inputs.Store(nil)
+	a.workerRate.Store(0)
+	a.desired.Store(nil)
 	a.assignment.Store(nil)
 	select {
 	case <-a.wake:

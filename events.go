@@ -83,6 +83,64 @@ type Status struct {
 	// first (at most 20): a timeline misses none of the quick rounds of a
 	// handover.
 	Plans []PlanStatus `json:"plans,omitempty"`
+	// WorkerRate is the records one worker of this instance processed
+	// per second of busy time (time spent processing, not waiting for
+	// input) over the last 30s, all workers together: the rate a fully
+	// busy worker sustains. 0 until the workers processed something.
+	WorkerRate float64 `json:"worker_rate"`
+	// Autoscale is the group's recommended size with the figures it was
+	// worked out from. Only the group's leader computes it (it alone
+	// knows the members); nil on the other instances and until the
+	// leader has read the input twice (a rate takes two reads).
+	Autoscale *AutoscaleStatus `json:"autoscale,omitempty"`
+}
+
+// InputLag is how far an active task is behind its input, and how fast
+// its input arrives, as of the last read of its input partitions' end
+// offsets (every few seconds).
+type InputLag struct {
+	// Records is, summed over the task's input partitions, the end offset
+	// minus the task's position (the next offset it processes).
+	Records int64 `json:"records"`
+	// Seconds is 0 when Records is 0; otherwise the time of the read
+	// minus the timestamp of the last record the task processed, or,
+	// before it processed one since it became active here, minus the time
+	// it became active.
+	Seconds float64 `json:"seconds"`
+	// Rate is the records per second arriving on the task's input
+	// partitions, from their end offsets over the last 30s.
+	Rate float64 `json:"rate"`
+}
+
+// AutoscaleStatus is the leader's recommendation for the group's size
+// (package autoscale) and the observation it came from.
+type AutoscaleStatus struct {
+	// DesiredInstances is the number of instances the group should run:
+	// a target, equal to Instances when the rule holds.
+	DesiredInstances int `json:"desired_instances"`
+	// Needed is what the latest observation alone calls for, before the
+	// rule's windows confirm it.
+	Needed int    `json:"needed"`
+	Reason string `json:"reason"`
+	// Time is when the observation was made.
+	Time time.Time `json:"time"`
+	// Instances is the members of the leader's last plan.
+	Instances          int `json:"instances"`
+	WorkersPerInstance int `json:"workers_per_instance"`
+	// InputRate is the records per second arriving on all the group's
+	// input partitions over the last 30s.
+	InputRate float64 `json:"input_rate"`
+	// WorkerRate is the leader's own Status.WorkerRate: the leader's
+	// workers stand for every instance's.
+	WorkerRate float64 `json:"worker_rate"`
+	// Lag is the group's input lag: over all its input partitions, the
+	// end offset minus the group's committed offset (or minus the
+	// partition's start when nothing is committed). LagDraining says it
+	// is lower than at the previous observation.
+	Lag         int64 `json:"lag"`
+	LagDraining bool  `json:"lag_draining"`
+	// Moves is the learners and revoked tasks of the leader's last plan.
+	Moves int `json:"moves"`
 }
 
 // TaskStatus is one task's line in Status.
@@ -97,6 +155,9 @@ type TaskStatus struct {
 	// Processed it starts at 0 when the task is opened here and restarts
 	// when it is closed and opened again.
 	Restored int64 `json:"restored"`
+	// Input is the task's input lag and rate, for an active task once
+	// its input partitions' end offsets were read; nil otherwise.
+	Input *InputLag `json:"input,omitempty"`
 }
 
 // PlanStatus is the leader's last plan with its explanation.

@@ -20,6 +20,19 @@ type metrics struct {
 	generation     prometheus.Gauge
 	rebalance      prometheus.Histogram
 	transactions   *prometheus.CounterVec
+
+	// Input lag and rates, per active task, and what the workers sustain
+	// (docs/autoscaling.md).
+	inputLagRecords *prometheus.GaugeVec
+	inputLagSeconds *prometheus.GaugeVec
+	inputRate       *prometheus.GaugeVec
+	workerBusy      *prometheus.CounterVec
+	workerRate      prometheus.Gauge
+	// The leader's group-wide figures and recommendation: vectors without
+	// labels, so that they can be absent on the other instances.
+	desired   *prometheus.GaugeVec
+	groupLag  *prometheus.GaugeVec
+	groupRate *prometheus.GaugeVec
 }
 
 func newMetrics(r prometheus.Registerer, appID, instance string) *metrics {
@@ -54,9 +67,26 @@ func newMetrics(r prometheus.Registerer, appID, instance string) *metrics {
 			Help: "Input records that failed to decode and were skipped or dead-lettered, by task.", ConstLabels: labels}, []string{"task"}),
 		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_transactions_total",
 			Help: "Transactions ended under exactly-once, by result (committed, aborted).", ConstLabels: labels}, []string{"result"}),
+		inputLagRecords: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_input_lag_records",
+			Help: "Records of input not yet processed by the active task: end offset minus position, summed over its input partitions.", ConstLabels: labels}, []string{"task"}),
+		inputLagSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_input_lag_seconds",
+			Help: "Seconds the active task is behind its input: now minus the timestamp of the last record it processed, while it has input lag; 0 when caught up.", ConstLabels: labels}, []string{"task"}),
+		inputRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_input_records_per_second",
+			Help: "Records per second arriving on the active task's input partitions, from their end offsets over the last 30s.", ConstLabels: labels}, []string{"task"}),
+		workerBusy: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_worker_busy_seconds_total",
+			Help: "Time each worker spent processing records.", ConstLabels: labels}, []string{"worker"}),
+		workerRate: prometheus.NewGauge(prometheus.GaugeOpts{Name: "baton_worker_records_per_busy_second",
+			Help: "Records one worker of this instance processes per second of busy time over the last 30s: what a fully busy worker sustains. 0 until measured.", ConstLabels: labels}),
+		desired: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_desired_instances",
+			Help: "Instances the group should run, as the group's leader recommends (package autoscale). Only the leader has this series.", ConstLabels: labels}, nil),
+		groupLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_group_input_lag_records",
+			Help: "Records of input the group has not committed, over all input partitions: end offset minus committed offset. Only the leader has this series.", ConstLabels: labels}, nil),
+		groupRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_group_input_records_per_second",
+			Help: "Records per second arriving on all the group's input partitions over the last 30s. Only the leader has this series.", ConstLabels: labels}, nil),
 	}
 	if r != nil {
-		for _, c := range []prometheus.Collector{m.processed, m.restored, m.lag, m.rebalances, m.replayed, m.commitSeconds, m.handover, m.badRecords, m.learners, m.generation, m.rebalance, m.transactions, m.memberRestarts} {
+		for _, c := range []prometheus.Collector{m.processed, m.restored, m.lag, m.rebalances, m.replayed, m.commitSeconds, m.handover, m.badRecords, m.learners, m.generation, m.rebalance, m.transactions, m.memberRestarts,
+			m.inputLagRecords, m.inputLagSeconds, m.inputRate, m.workerBusy, m.workerRate, m.desired, m.groupLag, m.groupRate} {
 			_ = r.Register(c)
 		}
 	}

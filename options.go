@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/autoscale"
 	"github.com/baton-streams/baton/state"
 )
 
@@ -58,6 +59,10 @@ type config struct {
 	minISR            int
 	minISRSet         bool
 	purgeInterval     time.Duration
+	autoscale         autoscale.Config
+	// inputEvery is how often the input partitions' offsets are read for
+	// the input lag and rates (docs/autoscaling.md).
+	inputEvery time.Duration
 }
 
 func defaults() config {
@@ -76,6 +81,8 @@ func defaults() config {
 		logger:         slog.Default(),
 		txnTimeout:     10 * time.Second,
 		purgeInterval:  DefaultPurgeInterval,
+		autoscale:      autoscale.DefaultConfig(),
+		inputEvery:     DefaultInputLagInterval,
 	}
 }
 
@@ -267,6 +274,17 @@ func WithRepartitionPurgeInterval(d time.Duration) Option {
 	return func(c *config) { c.purgeInterval = d }
 }
 
+// DefaultInputLagInterval is how often an instance reads the end offsets
+// of its input partitions to measure input lag and input rates.
+const DefaultInputLagInterval = 3 * time.Second
+
+// WithAutoscale sets the rule by which the group's leader recommends how
+// many instances the group should run (baton_desired_instances, the
+// autoscale field of Status; see docs/autoscaling.md). Default:
+// autoscale.DefaultConfig(). An invalid config makes New return an error
+// wrapping ErrConfig that names the field.
+func WithAutoscale(cfg autoscale.Config) Option { return func(c *config) { c.autoscale = cfg } }
+
 func (c *config) validate() error {
 	if c.optErr != nil {
 		return c.optErr
@@ -277,6 +295,10 @@ func (c *config) validate() error {
 	switch {
 	case len(c.brokers) == 0:
 		return bad("brokers", "at least one broker is required")
+	case c.autoscale.Validate() != nil:
+		return fmt.Errorf("%w: autoscale: %w", ErrConfig, c.autoscale.Validate())
+	case c.inputEvery <= 0:
+		return bad("input lag interval", "must be > 0, got %v", c.inputEvery)
 	case c.appID == "":
 		return bad("app id", "required")
 	case c.workers < 1:

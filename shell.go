@@ -60,6 +60,8 @@ type shell struct {
 	// stopped: the core said Leave, StopForRestart or Fail.
 	stopped error
 	exit    bool
+	// input: the input lag and rates measured so far (input.go).
+	input inputState
 }
 
 // Channels the loop reads, written by the App's background goroutines.
@@ -72,6 +74,7 @@ type loopChans struct {
 	commits  chan commitResult
 	rewound  chan error
 	led      chan instance.Led
+	inputs   chan inputRead
 	pollReq  chan struct{}
 	// done is closed when the loop returns: callbacks stop waiting.
 	done      chan struct{}
@@ -89,7 +92,7 @@ type opened struct {
 func newLoopChans() loopChans {
 	return loopChans{requests: make(chan request), polls: make(chan kgo.Fetches), restores: make(chan restoreChunk),
 		opened: make(chan opened), ends: make(chan instance.Ends, 4), commits: make(chan commitResult, 4),
-		rewound: make(chan error, 1), led: make(chan instance.Led, 8), pollReq: make(chan struct{}, 1),
+		rewound: make(chan error, 1), led: make(chan instance.Led, 8), inputs: make(chan inputRead, 1), pollReq: make(chan struct{}, 1),
 		done: make(chan struct{}), closeOnce: &sync.Once{}}
 }
 
@@ -111,7 +114,7 @@ func (a *App) post(in func(id int) instance.Input) {
 // loop is the App's control thread.
 func (a *App) loop(ctx context.Context) error {
 	defer a.ch.close()
-	s := &shell{a: a, waiting: map[int]chan struct{}{}, held: map[int][]int{}}
+	s := &shell{a: a, waiting: map[int]chan struct{}{}, held: map[int][]int{}, input: newInputState()}
 	a.shell = s
 	s.core = instance.New(instance.Config{
 		AcceptableLag: a.cfg.acceptableLag,
@@ -131,6 +134,8 @@ func (a *App) loop(ctx context.Context) error {
 	s.requestPoll()
 	tick := time.NewTicker(tickEvery)
 	defer tick.Stop()
+	inputTick := time.NewTicker(a.cfg.inputEvery)
+	defer inputTick.Stop()
 	userDone := ctx.Done()
 	for !s.exit {
 		// While the input rewinds, rebalance callbacks wait: the rewind
@@ -184,6 +189,10 @@ func (a *App) loop(ctx context.Context) error {
 			s.rewoundDone(err)
 		case <-tick.C:
 			s.step(instance.Tick{})
+		case <-inputTick.C:
+			s.readInput()
+		case r := <-a.ch.inputs:
+			s.inputRead(r)
 		}
 	}
 	return s.stopped

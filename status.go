@@ -1,6 +1,7 @@
 package baton
 
 import (
+	"math"
 	"sort"
 	"sync/atomic"
 
@@ -36,10 +37,17 @@ func (a *App) Status() Status {
 			if v.restored != nil {
 				ts.Restored = v.restored.Load()
 			}
+			if v.role == lifecycle.Active {
+				ts.Input = a.inputStatus(v.id)
+			}
 			st.Tasks = append(st.Tasks, ts)
 		}
 	}
 	sort.Slice(st.Tasks, func(i, j int) bool { return st.Tasks[i].ID < st.Tasks[j].ID })
+	st.WorkerRate = math.Float64frombits(a.workerRate.Load())
+	if st.Leader {
+		st.Autoscale = a.desired.Load()
+	}
 	st.Plan = a.lastPlan.Load()
 	a.plansMu.Lock()
 	st.Plans = append([]PlanStatus(nil), a.plans...)

@@ -2,6 +2,7 @@ package baton
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -206,7 +207,14 @@ func clone(b []byte) []byte {
 
 // worker runs batches of records for the tasks pinned to it.
 type worker struct {
+	id int
 	in chan []batch
+	// busy is the time, in nanoseconds, the worker spent processing, and
+	// records the records it processed meanwhile: records per busy second
+	// is what the worker sustains when it never waits for input.
+	// Written by the worker, read by the loop.
+	busy    atomic.Int64
+	records atomic.Int64
 }
 
 type batch struct {
@@ -219,7 +227,7 @@ type batch struct {
 func (a *App) startWorkers() {
 	a.workers = make([]*worker, a.cfg.workers)
 	for i := range a.workers {
-		w := &worker{in: make(chan []batch)}
+		w := &worker{id: i, in: make(chan []batch)}
 		a.workers[i] = w
 		go w.run(a)
 	}
@@ -232,9 +240,18 @@ func (a *App) stopWorkers() {
 }
 
 func (w *worker) run(a *App) {
+	busy := a.metrics.workerBusy.WithLabelValues(strconv.Itoa(w.id))
 	for batches := range w.in {
 		for _, b := range batches {
-			if err := a.process(b.t, b.recs); err != nil {
+			start := time.Now()
+			err := a.process(b.t, b.recs)
+			took := time.Since(start)
+			// Counted before done: the loop reads both once the batch
+			// is done, and sees them together.
+			w.busy.Add(int64(took))
+			w.records.Add(int64(len(b.recs)))
+			busy.Add(took.Seconds())
+			if err != nil {
 				e := err
 				b.err.CompareAndSwap(nil, &e)
 			}

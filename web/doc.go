@@ -23,6 +23,12 @@
 // largest lag seen for it when the changelogs cannot be read. The Handler
 // remembers those peaks only for the tasks it currently shows.
 //
+// The group's input lag (View.Input) sums the input lag in records and
+// the input rate of the active tasks of the instances read from their
+// live /status, with the largest seconds behind; it is partial when some
+// instance was shown from its subscription. The recommended number of
+// instances (View.Autoscale) is the leader's Status.Autoscale.
+//
 // # Lifecycle and threading
 //
 // New builds the Handler; it starts nothing. Every GET /group reads the

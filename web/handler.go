@@ -238,11 +238,17 @@ func (h *Handler) fillPending(g *Group) {
 }
 
 func (h *Handler) fetchStatus(ctx context.Context, endpoint string) (*baton.Status, error) {
+	return ReadStatus(ctx, h.cfg.client, endpoint)
+}
+
+// ReadStatus reads the baton.Status an instance serves at endpoint
+// (host:port, as in its subscription) with cl: GET /status.
+func ReadStatus(ctx context.Context, cl *http.Client, endpoint string) (*baton.Status, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+endpoint+"/status", nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := h.cfg.client.Do(req)
+	resp, err := cl.Do(req)
 	if err != nil {
 		return nil, err
 	}

@@ -25,12 +25,31 @@ type View struct {
 	Leader string `json:"leader"`
 	// GroupState is the coordinator's state of the group, or "" when the
 	// group could not be described (GroupError says why).
-	GroupState string             `json:"group_state"`
-	GroupError string             `json:"group_error,omitempty"`
-	Instances  []InstanceView     `json:"instances"`
-	Plan       *baton.PlanStatus  `json:"plan"`
-	plans      []baton.PlanStatus // the leader's recent plans, for the timeline
-	Timeline   []Rebalance        `json:"timeline"`
+	GroupState string            `json:"group_state"`
+	GroupError string            `json:"group_error,omitempty"`
+	Instances  []InstanceView    `json:"instances"`
+	Plan       *baton.PlanStatus `json:"plan"`
+	// Input is the group's input lag and rate (see GroupInput).
+	Input GroupInput `json:"input"`
+	// Autoscale is the leader's recommendation for the group's size (its
+	// Status.Autoscale), or nil when the leader is unknown or has none.
+	Autoscale *baton.AutoscaleStatus `json:"autoscale"`
+	plans     []baton.PlanStatus     // the leader's recent plans, for the timeline
+	Timeline  []Rebalance            `json:"timeline"`
+}
+
+// GroupInput is the group's input lag and rate, over the active tasks of
+// the instances read from their live /status.
+type GroupInput struct {
+	// Records is the tasks' input lag in records, summed.
+	Records int64 `json:"records"`
+	// Seconds is the largest of the tasks' input lag in seconds.
+	Seconds float64 `json:"seconds"`
+	// Rate is the records per second arriving on the tasks' input, summed.
+	Rate float64 `json:"rate"`
+	// Partial says some active tasks are not counted: their instance was
+	// shown from its subscription, or had not read its input yet.
+	Partial bool `json:"partial"`
 }
 
 // InstanceView is one instance: its tasks and where they were read.
@@ -39,9 +58,13 @@ type InstanceView struct {
 	Endpoint string `json:"endpoint"`
 	Rack     string `json:"rack,omitempty"`
 	Workers  int    `json:"workers"`
-	Leaving  bool   `json:"leaving"`
-	Leader   bool   `json:"leader"`
-	Self     bool   `json:"self"`
+	// WorkerRate is the instance's Status.WorkerRate: records one of its
+	// workers processes per second of busy time; 0 when not measured or
+	// not read.
+	WorkerRate float64 `json:"worker_rate"`
+	Leaving    bool    `json:"leaving"`
+	Leader     bool    `json:"leader"`
+	Self       bool    `json:"self"`
 	// Member says the coordinator lists the instance in the group; an
 	// instance that is not (yet) a member is shown from its own status.
 	Member bool `json:"member"`
@@ -64,6 +87,9 @@ type TaskView struct {
 	// share of the largest lag seen for it that has been restored (0..1);
 	// 1 for a task that is caught up.
 	Progress float64 `json:"progress"`
+	// Input is an active task's input lag and rate from its instance's
+	// live /status; nil otherwise.
+	Input *baton.InputLag `json:"input,omitempty"`
 }
 
 // peer is what asking one instance for its /status gave.
@@ -125,6 +151,7 @@ func merge(self baton.Status, endpoint string, g *Group, groupErr error, peers m
 			case ok:
 				iv.Source = "status"
 				iv.Tasks = tasksOf(st, iv)
+				iv.WorkerRate = st.WorkerRate
 			default:
 				iv.Tasks = tasksOfSubscription(m)
 				if p, asked := peers[s.InstanceID]; asked && p.err != "" {
@@ -136,7 +163,7 @@ func merge(self baton.Status, endpoint string, g *Group, groupErr error, peers m
 		}
 	}
 	selfView.Tasks = tasksOf(&self, selfView)
-	selfView.Workers, selfView.Leaving = self.Workers, self.Leaving
+	selfView.Workers, selfView.Leaving, selfView.WorkerRate = self.Workers, self.Leaving, self.WorkerRate
 
 	// Leader and plan: the instance whose live status says it leads. The
 	// highest generation wins if two say so (the old leader's status can
@@ -153,6 +180,7 @@ func merge(self baton.Status, endpoint string, g *Group, groupErr error, peers m
 		v.Leader = leader.Instance
 		v.Plan = leader.Plan
 		v.plans = leader.Plans
+		v.Autoscale = leader.Autoscale
 		if iv, ok := byID[leader.Instance]; ok {
 			iv.Leader = true
 		}
@@ -195,6 +223,7 @@ func merge(self baton.Status, endpoint string, g *Group, groupErr error, peers m
 		if iv.Tasks == nil {
 			iv.Tasks = []TaskView{}
 		}
+		v.Input.add(iv)
 		v.Instances = append(v.Instances, *iv)
 	}
 	// Peaks of instances that are gone.
@@ -207,6 +236,22 @@ func merge(self baton.Status, endpoint string, g *Group, groupErr error, peers m
 	return v
 }
 
+// add counts the instance's active tasks into the group's input.
+func (g *GroupInput) add(iv *InstanceView) {
+	for _, t := range iv.Tasks {
+		if t.Role != lifecycle.Active {
+			continue
+		}
+		if t.Input == nil {
+			g.Partial = true
+			continue
+		}
+		g.Records += t.Input.Records
+		g.Seconds = max(g.Seconds, t.Input.Seconds)
+		g.Rate += t.Input.Rate
+	}
+}
+
 // tasksOf shows a member from its live status. A task whose role this
 // build does not know (a newer peer's) is shown with no role, and the
 // instance's error says so.
@@ -217,7 +262,7 @@ func tasksOf(st *baton.Status, iv *InstanceView) []TaskView {
 		if err != nil && iv.Error == "" {
 			iv.Error = fmt.Sprintf("status: task %s: %v", t.ID, err)
 		}
-		out = append(out, TaskView{ID: t.ID, Role: role, Lag: t.Lag, Processed: t.Processed})
+		out = append(out, TaskView{ID: t.ID, Role: role, Lag: t.Lag, Processed: t.Processed, Input: t.Input})
 	}
 	sortTasks(out)
 	return out

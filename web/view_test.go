@@ -223,3 +223,41 @@ func TestHandlerLive(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// The group's input lag sums the active tasks of the instances read
+// live, takes the largest seconds behind, and is marked partial when an
+// instance was shown from its subscription; the recommendation is the
+// leader's.
+func TestMergeGroupInputAndAutoscale(t *testing.T) {
+	self := baton.Status{AppID: "wc", Instance: "a", Generation: 3, Workers: 1, WorkerRate: 40,
+		Tasks: []baton.TaskStatus{
+			{ID: "0_0", Role: "active", Input: &baton.InputLag{Records: 100, Seconds: 2.5, Rate: 30}},
+			{ID: "0_1", Role: "standby"},
+		}}
+	auto := &baton.AutoscaleStatus{DesiredInstances: 4, Needed: 4, Reason: "scale out 2 → 4"}
+	peers := map[string]peer{
+		"b": {status: &baton.Status{AppID: "wc", Instance: "b", Generation: 3, Leader: true, Autoscale: auto, WorkerRate: 50,
+			Tasks: []baton.TaskStatus{{ID: "0_1", Role: "active", Input: &baton.InputLag{Records: 20, Seconds: 7, Rate: 12}}}}},
+	}
+	g := &Group{State: "Stable", Members: []Member{
+		{Subscription: protocol.Subscription{InstanceID: "a", Endpoint: "127.0.0.1:10", Capacity: 1}},
+		{Subscription: protocol.Subscription{InstanceID: "b", Endpoint: "127.0.0.1:11", Capacity: 1}},
+	}}
+	v := merge(self, "", g, nil, peers, nil, map[string]int64{}, t0)
+	want := GroupInput{Records: 120, Seconds: 7, Rate: 42}
+	if v.Input != want || v.Autoscale != auto {
+		t.Fatalf("input %+v autoscale %v; want %+v and b's recommendation", v.Input, v.Autoscale, want)
+	}
+	if b, _ := instanceOf(v, "b"); b.WorkerRate != 50 || b.Tasks[0].Input == nil || b.Tasks[0].Input.Records != 20 {
+		t.Errorf("b = %+v; want its worker rate and its task's input lag", b)
+	}
+
+	// c answers nothing: its active task is not counted, and the total
+	// says so.
+	g.Members = append(g.Members, Member{Subscription: protocol.Subscription{InstanceID: "c", Capacity: 1}, HasAssignment: true,
+		Assignment: protocol.Assignment{Active: []string{"0_2"}}})
+	v = merge(self, "", g, nil, peers, nil, map[string]int64{}, t0)
+	if want.Partial = true; v.Input != want {
+		t.Errorf("input %+v; want %+v", v.Input, want)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/baton-streams/baton"
 	"github.com/baton-streams/baton/assign"
 	"github.com/baton-streams/baton/topology"
 	"github.com/baton-streams/baton/web"
@@ -27,8 +29,16 @@ var inspectCmd = &cobra.Command{
 	Long: `Reads the group from the cluster without joining it: describes the consumer
 group named by the app id, decodes baton's subscription in each member's
 metadata, and reads the end offsets of the changelogs (<app-id>-<store>-changelog).
-Prints one line per instance, role and task with the task's lag, then the plan
-the assignor would make from these subscriptions now, with its reasons.
+Prints one line per instance, role and task with the task's lag, then the
+group's input lag and the leader's recommended number of instances, then the
+plan the assignor would make from these subscriptions now, with its reasons.
+
+The input lag in records is read from the cluster: over every partition of the
+input topics, the end offset minus the group's committed offset (minus the
+partition's start when nothing is committed). The live figures (seconds behind,
+input rate) and the recommendation come from each member's /status at the
+endpoint in its subscription; a member without one, or that does not answer
+within a second, is left out and named (see docs/autoscaling.md).
 
 Roles are each member's last assignment (what it runs now); lags are the ones
 it reported at its last join, so a learner's lag is older than its role (the
@@ -110,10 +120,20 @@ type inspection struct {
 	partitions map[string]int32
 	// changelogEnds: changelog topic -> partition -> end offset.
 	changelogEnds map[string]map[int32]int64
+	// inputLag is the group's uncommitted input over inputParts
+	// partitions, unless inputErr says why it is unknown.
+	inputLag   int64
+	inputParts int
+	inputErr   error
+	// statuses are the members' /status by instance id; unread says why
+	// a member's is missing.
+	statuses map[string]*baton.Status
+	unread   map[string]string
 }
 
 func readInspection(ctx context.Context, adm *kadm.Client, appID string) (inspection, error) {
-	in := inspection{appID: appID, partitions: map[string]int32{}, changelogEnds: map[string]map[int32]int64{}}
+	in := inspection{appID: appID, partitions: map[string]int32{}, changelogEnds: map[string]map[int32]int64{},
+		statuses: map[string]*baton.Status{}, unread: map[string]string{}}
 	g, err := web.ReadGroup(ctx, adm, appID)
 	if err != nil {
 		return in, err
@@ -151,7 +171,119 @@ func readInspection(ctx context.Context, adm *kadm.Client, appID string) (inspec
 			in.changelogEnds[o.Topic][o.Partition] = o.Offset
 		})
 	}
+	in.inputLag, in.inputParts, in.inputErr = readInputLag(ctx, adm, appID, slices.Sorted(maps.Keys(in.partitions)))
+	in.readStatuses(ctx)
 	return in, nil
+}
+
+// readInputLag sums, over every partition of topics, the end offset minus
+// the group's committed offset, or minus the partition's start when the
+// group committed nothing there.
+func readInputLag(ctx context.Context, adm *kadm.Client, group string, topics []string) (int64, int, error) {
+	if len(topics) == 0 {
+		return 0, 0, nil
+	}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return 0, 0, fmt.Errorf("listing input end offsets: %w", err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return 0, 0, fmt.Errorf("listing input start offsets: %w", err)
+	}
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return 0, 0, fmt.Errorf("fetching the group's committed offsets: %w", err)
+	}
+	var lag int64
+	parts := 0
+	var perr error
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			perr = fmt.Errorf("%s[%d]: end offset: %w", o.Topic, o.Partition, o.Err)
+			return
+		}
+		from := int64(0)
+		if s, ok := starts.Lookup(o.Topic, o.Partition); ok && s.Err == nil {
+			from = s.Offset
+		}
+		if c, ok := committed.Lookup(o.Topic, o.Partition); ok && c.Err == nil && c.At >= 0 {
+			from = c.At
+		}
+		lag += max(0, o.Offset-from)
+		parts++
+	})
+	return lag, parts, perr
+}
+
+// readStatuses reads each member's /status at the endpoint in its
+// subscription, a second at most each.
+func (in *inspection) readStatuses(ctx context.Context) {
+	cl := &http.Client{Timeout: time.Second}
+	for _, m := range in.group.Members {
+		s := m.Subscription
+		if _, done := in.statuses[s.InstanceID]; done {
+			continue
+		}
+		if s.Endpoint == "" {
+			in.unread[s.InstanceID] = "no endpoint in its subscription"
+			continue
+		}
+		st, err := web.ReadStatus(ctx, cl, s.Endpoint)
+		switch {
+		case err != nil:
+			in.unread[s.InstanceID] = err.Error()
+		case st.Instance != s.InstanceID:
+			in.unread[s.InstanceID] = fmt.Sprintf("%s answers as instance %q", s.Endpoint, st.Instance)
+		default:
+			in.statuses[s.InstanceID] = st
+			delete(in.unread, s.InstanceID)
+		}
+	}
+}
+
+// printInput writes the group's input lag and the leader's
+// recommendation.
+func (in inspection) printInput(w io.Writer) {
+	switch {
+	case in.inputErr != nil:
+		fmt.Fprintf(w, "\ninput lag: unknown: %v\n", in.inputErr)
+	default:
+		fmt.Fprintf(w, "\ninput lag: %d records not committed on %d input partitions\n", in.inputLag, in.inputParts)
+	}
+	var records int64
+	var seconds, rate float64
+	var leader *baton.Status
+	for _, id := range slices.Sorted(maps.Keys(in.statuses)) {
+		st := in.statuses[id]
+		for _, t := range st.Tasks {
+			if t.Input != nil {
+				records += t.Input.Records
+				seconds = max(seconds, t.Input.Seconds)
+				rate += t.Input.Rate
+			}
+		}
+		if st.Leader && (leader == nil || st.Generation > leader.Generation) {
+			leader = st
+		}
+	}
+	members := len(in.statuses) + len(in.unread)
+	if len(in.statuses) > 0 {
+		fmt.Fprintf(w, "live, from the /status of %d of %d instances: %d records behind, at most %.1f s, %.0f records/s arriving\n",
+			len(in.statuses), members, records, seconds, rate)
+	}
+	for _, id := range slices.Sorted(maps.Keys(in.unread)) {
+		fmt.Fprintf(w, "  %s: /status not read: %s\n", id, in.unread[id])
+	}
+	switch {
+	case leader == nil:
+		fmt.Fprintln(w, "desired instances: unknown (the leader's /status was not read)")
+	case leader.Autoscale == nil:
+		fmt.Fprintf(w, "desired instances: not published yet by leader %s\n", leader.Instance)
+	default:
+		fmt.Fprintf(w, "desired instances: %d (leader %s, %d running): %s\n", leader.Autoscale.DesiredInstances, leader.Instance,
+			leader.Autoscale.Instances, leader.Autoscale.Reason)
+	}
 }
 
 // tasks derives the group's task list (see the command's help) and says
@@ -308,6 +440,7 @@ func (in inspection) print(w io.Writer, cfg assign.Config, policy assign.Policy)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	in.printInput(w)
 	st, names, note := in.state(cfg)
 	if note != "" {
 		fmt.Fprintln(w, note)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -102,7 +103,8 @@ func TestInspect(t *testing.T) {
 		}
 		<-time.After(200 * time.Millisecond)
 	}
-	for _, want := range []string{"group " + appID + ": Stable, 2 members", "INSTANCE", "CHANGELOG END", "next plan (smooth"} {
+	for _, want := range []string{"group " + appID + ": Stable, 2 members", "INSTANCE", "CHANGELOG END", "next plan (smooth",
+		"records not committed on 8 input partitions", "desired instances: "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -121,6 +123,40 @@ func TestInspectBadInput(t *testing.T) {
 		_, stderr, code := runBaton(t, "", args...)
 		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || stderr == "" {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and one line", args, code, stderr)
+		}
+	}
+}
+
+// printInput sums the live figures of the statuses read, names the
+// members whose status was not read, and prints the leader's
+// recommendation.
+func TestInspectPrintInput(t *testing.T) {
+	in := inspection{inputLag: 130, inputParts: 8,
+		statuses: map[string]*baton.Status{
+			"a": {Instance: "a", Tasks: []baton.TaskStatus{{ID: "0_0", Role: "active", Input: &baton.InputLag{Records: 100, Seconds: 2.5, Rate: 30}}}},
+			"b": {Instance: "b", Leader: true, Generation: 4, Autoscale: &baton.AutoscaleStatus{DesiredInstances: 4, Instances: 3, Reason: "scale out 3 → 4"},
+				Tasks: []baton.TaskStatus{{ID: "0_1", Role: "active", Input: &baton.InputLag{Records: 20, Seconds: 7, Rate: 12}}}},
+		},
+		unread: map[string]string{"c": "no endpoint in its subscription"}}
+	var b strings.Builder
+	in.printInput(&b)
+	for _, want := range []string{
+		"input lag: 130 records not committed on 8 input partitions",
+		"live, from the /status of 2 of 3 instances: 120 records behind, at most 7.0 s, 42 records/s arriving",
+		"c: /status not read: no endpoint in its subscription",
+		"desired instances: 4 (leader b, 3 running): scale out 3 → 4",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	in.statuses["b"].Leader = false
+	in.inputErr = errors.New("listing input end offsets: boom")
+	in.printInput(&b)
+	for _, want := range []string{"input lag: unknown: listing input end offsets: boom", "desired instances: unknown"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
 		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/baton-streams/baton"
 	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/autoscale"
 	"github.com/baton-streams/baton/topology"
 	"github.com/baton-streams/baton/web"
 )
@@ -85,6 +86,10 @@ func init() {
 	f.Duration("heartbeat", 200*time.Millisecond, "group heartbeat interval")
 	f.Duration("session-timeout", 6*time.Second, "group session timeout")
 	f.Duration("drain-timeout", 60*time.Second, "longest a graceful stop waits for tasks to move")
+	def := autoscale.DefaultConfig()
+	f.Int("autoscale-min-instances", def.MinInstances, "fewest instances the leader's recommendation (baton_desired_instances) asks for; the same on every instance")
+	f.Int("autoscale-max-instances", def.MaxInstances, "most instances the leader's recommendation asks for")
+	f.Float64("autoscale-headroom", def.Headroom, "spare capacity the recommendation keeps above the rate to sustain, a fraction from 0 to 1")
 	f.String("on-bad-record", "stop", "an input record that fails to decode: stop, skip, or dead-letter:TOPIC")
 	f.String("sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (password from $BATON_SASL_PASSWORD)")
 	f.String("sasl-user", "", "SASL user")
@@ -183,6 +188,12 @@ func runWordcount(cmd *cobra.Command, _ []string) error {
 		baton.WithTransactionTimeout(dur("transaction-timeout")), baton.WithRepartitionPurgeInterval(dur("repartition-purge-interval")),
 	}
 	opts = append(opts, topicOpts...)
+	headroom, _ := f.GetFloat64("autoscale-headroom")
+	scale, err := autoscaleConfig(num("autoscale-min-instances"), num("autoscale-max-instances"), headroom)
+	if err != nil {
+		return usageErr(err)
+	}
+	opts = append(opts, baton.WithAutoscale(scale))
 	if id := str("instance-id"); id != "" {
 		opts = append(opts, baton.WithInstanceID(id))
 	}
@@ -314,4 +325,18 @@ func statusHandler(app *baton.App, reg *prometheus.Registry, brokers []string, e
 		<-done
 		cl.Close()
 	}, nil
+}
+
+// autoscaleConfig is the autoscale rule the --autoscale-* flags set, or
+// an error naming the flag that is out of range.
+func autoscaleConfig(minInstances, maxInstances int, headroom float64) (autoscale.Config, error) {
+	cfg := autoscale.DefaultConfig()
+	cfg.MinInstances, cfg.MaxInstances, cfg.Headroom = minInstances, maxInstances, headroom
+	err := cfg.Validate()
+	var fe *autoscale.FieldError
+	if errors.As(err, &fe) {
+		flag := map[string]string{"MinInstances": "autoscale-min-instances", "MaxInstances": "autoscale-max-instances", "Headroom": "autoscale-headroom"}[fe.Field]
+		return cfg, fmt.Errorf("--%s: %s", flag, fe.Msg)
+	}
+	return cfg, err
 }

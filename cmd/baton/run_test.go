@@ -355,6 +355,8 @@ func TestRunStartupErrors(t *testing.T) {
 	check("bad min insync replicas", "--min-insync-replicas", append(base, "--brokers", brokers, "--state-dir", dir, "--min-insync-replicas", "-1")...)
 	check("min insync above replication", "--min-insync-replicas: must not exceed --replication-factor (1), got 2", append(base, "--brokers", brokers, "--state-dir", dir, "--replication-factor", "1", "--min-insync-replicas", "2")...)
 	check("replication beyond the cluster", "replication factor: 2 exceeds the 1 brokers", append(base, "--brokers", brokers, "--state-dir", t.TempDir(), "--replication-factor", "2")...)
+	check("bad autoscale headroom", "--autoscale-headroom: must be a fraction from 0 to 1", append(base, "--brokers", brokers, "--state-dir", dir, "--autoscale-headroom", "1.5")...)
+	check("autoscale max below min", "--autoscale-max-instances: must be at least MinInstances (3), got 2", append(base, "--brokers", brokers, "--state-dir", dir, "--autoscale-min-instances", "3", "--autoscale-max-instances", "2")...)
 	check("bad purge interval", "--repartition-purge-interval", append(base, "--brokers", brokers, "--state-dir", dir, "--repartition-purge-interval", "-1s")...)
 	check("bad transaction timeout", "transaction timeout", append(base, "--brokers", brokers, "--state-dir", dir, "--guarantee", "exactly-once", "--transaction-timeout", "1ms")...)
 

@@ -38,7 +38,8 @@ function taskView(instance, t) {
     bar.firstChild.style.width = pct + "%";
     box.append(bar, el("span", { class: "lag", "data-lag": t.lag }, "lag " + fmt(t.lag)));
   } else {
-    box.append(el("span", { class: "lag" }, fmt(t.processed) + " rec"));
+    const behind = t.input && t.input.records > 0 ? " · behind " + fmt(t.input.records) + " (" + t.input.seconds.toFixed(1) + " s)" : "";
+    box.append(el("span", { class: "lag", "data-input-lag": t.input ? t.input.records : null }, fmt(t.processed) + " rec" + behind));
   }
   return box;
 }
@@ -51,7 +52,8 @@ function instanceView(inst) {
       inst.self ? el("span", { class: "badge self" }, "this instance") : null,
       inst.leaving ? el("span", { class: "badge leaving" }, "leaving") : null,
       inst.member ? null : el("span", { class: "badge" }, "not in group")),
-    el("div", { class: "meta" }, [inst.endpoint || "no endpoint", inst.workers + " worker" + (inst.workers === 1 ? "" : "s"), inst.rack ? "rack " + inst.rack : ""].filter(Boolean).join(" · ")));
+    el("div", { class: "meta" }, [inst.endpoint || "no endpoint", inst.workers + " worker" + (inst.workers === 1 ? "" : "s"),
+      inst.worker_rate > 0 ? fmt(Math.round(inst.worker_rate)) + " rec/s per busy worker" : "", inst.rack ? "rack " + inst.rack : ""].filter(Boolean).join(" · ")));
   const tasks = el("div", { class: "tasks" });
   if (inst.tasks.length === 0) tasks.append(el("span", { class: "empty" }, "no tasks"));
   for (const t of inst.tasks) tasks.append(taskView(inst, t));
@@ -87,6 +89,12 @@ function render(v) {
   text("leader", v.leader || "unknown");
   text("group-state", v.group_state || "unknown");
   text("updated", new Date(v.observed).toLocaleTimeString());
+  const input = v.input;
+  text("input-lag", fmt(input.records) + " records, " + input.seconds.toFixed(1) + " s" + (input.partial ? " (partial)" : ""));
+  text("input-rate", fmt(Math.round(input.rate)) + " records/s");
+  const desired = document.getElementById("desired");
+  desired.textContent = v.autoscale ? String(v.autoscale.desired_instances) : "unknown";
+  desired.title = v.autoscale ? v.autoscale.reason : "published by the group's leader";
   const err = document.getElementById("error");
   err.hidden = !v.group_error;
   err.textContent = v.group_error ? "The group could not be read from the cluster: " + v.group_error : "";
