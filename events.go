@@ -124,7 +124,8 @@ type AutoscaleStatus struct {
 	Reason string `json:"reason"`
 	// Time is when the observation was made.
 	Time time.Time `json:"time"`
-	// Instances is the members of the leader's last plan.
+	// Instances is the members of the leader's last plan that are not
+	// leaving (a draining instance is on its way out).
 	Instances          int `json:"instances"`
 	WorkersPerInstance int `json:"workers_per_instance"`
 	// InputRate is the records per second arriving on all the group's

@@ -232,7 +232,16 @@ func (s *shell) withdraw() {
 // rates, the leader's last plan and the workers' rate. LagDraining is
 // the caller's.
 func observe(r inputRead, rates *offsetRates, plan *PlanStatus, workers int, workerRate float64) autoscale.Observation {
-	o := autoscale.Observation{Now: r.at, Instances: max(1, len(plan.Instances)), WorkersPerInstance: workers, WorkerRate: workerRate}
+	o := autoscale.Observation{Now: r.at, WorkersPerInstance: workers, WorkerRate: workerRate}
+	// A draining member is on its way out: the group's size is what stays.
+	// Counting it would make the rule's "hold" a request for one more
+	// instance than will be left, and an autoscaler would replace it.
+	for _, in := range plan.Instances {
+		if !in.Leaving {
+			o.Instances++
+		}
+	}
+	o.Instances = max(1, o.Instances)
 	// In order, so that equal reads give equal sums.
 	parts := slices.SortedFunc(maps.Keys(r.ends), func(x, y topicPart) int {
 		return cmp.Or(cmp.Compare(x.topic, y.topic), cmp.Compare(x.part, y.part))

@@ -146,6 +146,10 @@ func TestObserve(t *testing.T) {
 		o.InputRate != 135 || o.Lag != 130 || o.Moves != 3 {
 		t.Errorf("observe = %+v", o)
 	}
+	plan.Instances = append(plan.Instances, PlanInstance{ID: "z", Leaving: true, Active: []string{"0_3"}})
+	if o := observe(r, rates, plan, 4, 250); o.Instances != 2 {
+		t.Errorf("with a member leaving: %d instances observed, want 2 (the members that stay)", o.Instances)
+	}
 	if o := observe(r, rates, &PlanStatus{}, 1, 0); o.Instances != 1 {
 		t.Errorf("a plan with no instances observed as %d instances, want 1", o.Instances)
 	}
