@@ -23,6 +23,22 @@ import (
 // timeouts are counted in ticks.
 const tickEvery = 10 * time.Millisecond
 
+// turnBudget bounds the time one dispatch lets the workers process, so
+// that a slow processor holds up neither rebalance callbacks nor commits
+// for longer than that (plus one record): what a worker has not reached
+// by then goes back to the backlog for the next turn. Without it a turn
+// lasted a whole poll's records (up to 5,000), which at a few ms a record
+// outlasts the rebalance timeout and gets the instance expelled.
+const turnBudget = 100 * time.Millisecond
+
+// pollMax is the most records one poll of the input returns. A poll is
+// asked for only while the backlog holds fewer, so it never holds more
+// than two polls' worth.
+const pollMax = 5000
+
+// ready is a channel that is always ready to receive from.
+var ready = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // restorePollMax bounds the changelog records applied in one go on the
 // loop, so the active tasks' records are not held up behind a restore.
 const restorePollMax = 10000
@@ -49,6 +65,9 @@ type shell struct {
 	nextReq int
 
 	polling bool // a poll of the input is outstanding
+	// behind: the last dispatch ran out of its turn with records left in
+	// the backlog; the loop dispatches again between other work.
+	behind bool
 	// restorer reads the changelogs; sessions numbers its starts.
 	restorer *restorer
 	sessions uint64
@@ -126,7 +145,7 @@ func (a *App) loop(ctx context.Context) error {
 	s.apply(s.core.Ready())
 	s.restorer = newRestorer(a.restore, a.ch.restores, restorePollMax)
 	a.pollers.Add(2)
-	go a.poller(a.group, a.ch.pollReq, a.ch.polls, 5000, 100*time.Millisecond)
+	go a.poller(a.group, a.ch.pollReq, a.ch.polls, pollMax, 100*time.Millisecond)
 	go func() {
 		defer a.pollers.Done()
 		s.restorer.run(a.runCtx, a.ch.done)
@@ -144,7 +163,14 @@ func (a *App) loop(ctx context.Context) error {
 		if s.rewinding {
 			requests = nil
 		}
+		var more chan struct{}
+		if s.behind {
+			more = ready
+		}
 		select {
+		case <-more:
+			s.dispatch()
+			s.pollIfCaughtUp()
 		case <-a.runCtx.Done():
 			return a.abort(context.Cause(a.runCtx))
 		case <-userDone:
@@ -274,26 +300,46 @@ func (s *shell) polled(f kgo.Fetches) {
 		}
 	})
 	// The next poll runs while the workers process, unless commits fall
-	// behind: then the backlog waits and nothing more is polled until
-	// they catch up (committed polls again).
-	if !a.commit.exclusive() {
-		s.requestPoll()
-	}
+	// behind (committed polls again) or the backlog is full; then it is
+	// asked for once the workers have worked the backlog down.
+	s.pollIfCaughtUp()
 	s.dispatch()
+	s.pollIfCaughtUp()
 }
 
-// dispatch hands each running task its backlog on its worker and waits.
-// Records of a task still restoring wait; those of tasks not active here
-// are dropped (their next owner reads them again). Under exactly-once
-// nothing is processed while a transaction commits.
+// pollIfCaughtUp asks for more input unless the backlog already holds a
+// poll's worth or commits are behind. A task that just became active
+// gets its first records from the next poll, so the backlog must not
+// have to be worked off first.
+func (s *shell) pollIfCaughtUp() {
+	if s.a.commit.exclusive() {
+		return
+	}
+	n := 0
+	for _, recs := range s.a.backlog {
+		n += len(recs)
+	}
+	if n < pollMax {
+		s.requestPoll()
+	}
+}
+
+// dispatch hands each running task its backlog on its worker and waits
+// for one turn (turnBudget): records a worker did not reach go back to
+// the backlog, and s.behind says so. Records of a task still restoring
+// wait; those of tasks not active here are dropped (their next owner
+// reads them again). Under exactly-once nothing is processed while a
+// transaction commits.
 func (s *shell) dispatch() {
 	a := s.a
 	if a.commit.exclusive() || s.rewinding {
 		return
 	}
-	per := make([][]batch, len(a.workers))
+	s.behind = false
+	per := make([][]*batch, len(a.workers))
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
+	deadline := time.Now().Add(turnBudget)
 	for id, recs := range a.backlog {
 		st := s.core.Role(id)
 		if st.Role != lifecycle.Active {
@@ -306,7 +352,7 @@ func (s *shell) dispatch() {
 		}
 		delete(a.backlog, id)
 		wg.Add(1)
-		per[t.worker] = append(per[t.worker], batch{t: t, recs: recs, done: &wg, err: &failed})
+		per[t.worker] = append(per[t.worker], &batch{t: t, recs: recs, deadline: deadline, done: &wg, err: &failed})
 	}
 	for w, bs := range per {
 		if len(bs) > 0 {
@@ -314,6 +360,14 @@ func (s *shell) dispatch() {
 		}
 	}
 	wg.Wait()
+	for _, bs := range per {
+		for _, b := range bs {
+			if b.n < len(b.recs) {
+				a.backlog[b.t.id] = b.recs[b.n:]
+				s.behind = true
+			}
+		}
+	}
 	if e := failed.Load(); e != nil {
 		a.fail(*e)
 	}
@@ -611,7 +665,7 @@ func (s *shell) committed(r commitResult) {
 	}
 	// Processing may have waited for the commit.
 	s.dispatch()
-	s.requestPoll()
+	s.pollIfCaughtUp()
 }
 
 // rewoundDone: the input is back at the last commit (or the rewind failed

@@ -208,7 +208,7 @@ func clone(b []byte) []byte {
 // worker runs batches of records for the tasks pinned to it.
 type worker struct {
 	id int
-	in chan []batch
+	in chan []*batch
 	// busy is the time, in nanoseconds, the worker spent processing, and
 	// records the records it processed meanwhile: records per busy second
 	// is what the worker sustains when it never waits for input.
@@ -217,17 +217,23 @@ type worker struct {
 	records atomic.Int64
 }
 
+// batch is a task's records for one turn of its worker. The worker
+// processes them in order, at least one, and stops after the one that
+// ends past deadline; n is how many it processed (written by the worker
+// before done).
 type batch struct {
-	t    *task
-	recs []*kgo.Record
-	done *sync.WaitGroup
-	err  *atomic.Pointer[error]
+	t        *task
+	recs     []*kgo.Record
+	deadline time.Time
+	n        int
+	done     *sync.WaitGroup
+	err      *atomic.Pointer[error]
 }
 
 func (a *App) startWorkers() {
 	a.workers = make([]*worker, a.cfg.workers)
 	for i := range a.workers {
-		w := &worker{id: i, in: make(chan []batch)}
+		w := &worker{id: i, in: make(chan []*batch)}
 		a.workers[i] = w
 		go w.run(a)
 	}
@@ -244,12 +250,13 @@ func (w *worker) run(a *App) {
 	for batches := range w.in {
 		for _, b := range batches {
 			start := time.Now()
-			err := a.process(b.t, b.recs)
+			n, err := a.process(b.t, b.recs, b.deadline)
 			took := time.Since(start)
+			b.n = n
 			// Counted before done: the loop reads both once the batch
 			// is done, and sees them together.
 			w.busy.Add(int64(took))
-			w.records.Add(int64(len(b.recs)))
+			w.records.Add(int64(n))
 			busy.Add(took.Seconds())
 			if err != nil {
 				e := err
@@ -260,30 +267,36 @@ func (w *worker) run(a *App) {
 	}
 }
 
-// process runs a task's records in order.
-func (a *App) process(t *task, recs []*kgo.Record) error {
+// process runs a task's records in order: at least one, and none after
+// the one that ends past deadline. It returns how many it ran.
+func (a *App) process(t *task, recs []*kgo.Record, deadline time.Time) (int, error) {
+	n := 0
 	for _, r := range recs {
+		if n > 0 && time.Now().After(deadline) {
+			break
+		}
 		rec := topology.Record{Key: r.Key, Value: r.Value, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp}
 		t.lastRecord = r.Timestamp // what it writes carries it
 		if err := t.proc.Process(t.ctx, rec); err != nil {
 			if err := a.badRecord(t, r, err); err != nil {
-				return fmt.Errorf("baton: task %s: %w", t.id, err)
+				return n, fmt.Errorf("baton: task %s: %w", t.id, err)
 			}
 		}
 		t.offsets[r.Topic] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
 		t.processed.Add(1)
+		n++
 		if !t.first {
 			t.first = true
 			a.emit(Event{Kind: EventFirstRecord, Task: t.id, Record: r.Timestamp})
 			a.metrics.handover.Observe(time.Since(t.assignedAt).Seconds())
 		}
 	}
-	if len(recs) > 0 {
+	if n > 0 {
 		t.lastAt = time.Now()
 		if txn, ok := a.commit.(*transactional); ok {
-			txn.processed.Add(int64(len(recs)))
+			txn.processed.Add(int64(n))
 		}
 	}
-	a.metrics.processed.WithLabelValues(t.id).Add(float64(len(recs)))
-	return nil
+	a.metrics.processed.WithLabelValues(t.id).Add(float64(n))
+	return n, nil
 }

@@ -1,0 +1,107 @@
+package baton
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton/internal/kafkatest"
+	"github.com/baton-streams/baton/topology"
+)
+
+// TestSlowProcessorKeepsItsMembership: an instance whose processor takes
+// 20ms a record, with a backlog of 12s of work, answers a rebalance
+// within the rebalance timeout (3s) and keeps its membership: the second
+// instance's join moves one task to it, and the first loses none (no
+// task given up without a commit). When a loop turn lasted a whole poll's
+// records, the first instance answered only after its backlog, was
+// expelled and lost its tasks.
+func TestSlowProcessorKeepsItsMembership(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: works off a 12s backlog")
+	}
+	const perRecord = 20 * time.Millisecond
+	tg := kafkatest.ForTest(t)
+	in, appID := tg.Name("in"), tg.Name("slow")
+	tg.CreateTopic(t, in, 2, false)
+	b := topology.NewBuilder(appID)
+	b.AddSource("src", in)
+	b.AddProcessor("slow", topology.ProcessorFunc(func(topology.NodeContext, topology.Record) error {
+		time.Sleep(perRecord) // the work a record takes
+		return nil
+	}), "src")
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod := testProducer(t, tg.Brokers)
+	var recs []*kgo.Record
+	for i := range 600 { // 300 a partition: 12s of work for one worker
+		recs = append(recs, &kgo.Record{Topic: in, Partition: int32(i % 2), Value: []byte(fmt.Sprint(i))})
+	}
+	if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	var events []Event
+	listen := func(e Event) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}
+	start := func(id string) *App {
+		app, err := New(top, WithBrokers(tg.Brokers...), WithAppID(appID), WithInstanceID(id), WithListener(listen),
+			WithLogger(slog.New(slog.DiscardHandler)), WithMemoryState(),
+			WithSessionTimeout(2*time.Second), WithHeartbeatInterval(100*time.Millisecond), WithRebalanceTimeout(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- app.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			app.Leave()
+			if err := <-done; err != nil {
+				t.Errorf("instance %s: %v", id, err)
+			}
+		})
+		return app
+	}
+	processed := func(app *App) (n int64, active int) {
+		for _, ts := range app.Status().Tasks {
+			if ts.Role == "active" {
+				n += ts.Processed
+				active++
+			}
+		}
+		return n, active
+	}
+
+	a := start("a")
+	waitFor(t, 60*time.Second, func() bool { n, active := processed(a); return active == 2 && n >= 10 },
+		func() string { return fmt.Sprintf("a: %+v", a.Status()) })
+	b2 := start("b")
+	waitFor(t, 60*time.Second, func() bool {
+		_, na := processed(a)
+		_, nb := processed(b2)
+		return na == 1 && nb == 1
+	}, func() string { return fmt.Sprintf("a: %+v\nb: %+v", a.Status(), b2.Status()) })
+	left, _ := processed(a)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, e := range events {
+		if e.Kind == EventLost {
+			t.Errorf("%s lost task %s (gave it up without a commit): it was expelled from the group", e.Instance, e.Task)
+		}
+	}
+	if left >= 600 {
+		t.Errorf("a processed its whole backlog (%d records) before the rebalance took a task from it", left)
+	}
+}
