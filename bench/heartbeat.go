@@ -81,20 +81,20 @@ func RunHeartbeat(ctx context.Context, cfg HeartbeatConfig) (*HeartbeatResult, e
 
 func heartbeatRun(ctx context.Context, e *env, f *flow, cfg HeartbeatConfig, appID string, hb time.Duration) (HeartbeatRun, error) {
 	run := HeartbeatRun{Interval: hb}
-	rec := newRecorder(5 * time.Millisecond)
+	rec := NewRecorder(5 * time.Millisecond)
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go rec.run(rctx)
+	go rec.Run(rctx)
 	s := &script{ctx: ctx, cfg: ScaleConfig{Partitions: cfg.Partitions, Settle: cfg.Settle, Timeout: cfg.Timeout}, rec: rec}
 	start := func(id string) (*instance, error) {
-		in, err := e.start(instanceConfig{appID: appID, id: id, listener: rec.listen, countReqs: true,
+		in, err := e.start(instanceConfig{appID: appID, id: id, listener: rec.Listen, countReqs: true,
 			// Baton wants a session of at least 3 intervals: keep the
 			// default 6s unless the interval needs more.
 			opts: []baton.Option{baton.WithHeartbeatInterval(hb), baton.WithSessionTimeout(max(6*time.Second, 3*hb))}})
 		if err != nil {
 			return nil, err
 		}
-		rec.watch(in)
+		rec.Watch(in.id, in.app)
 		return in, nil
 	}
 	var insts []*instance
@@ -145,7 +145,7 @@ func heartbeatRun(ctx context.Context, e *env, f *flow, cfg HeartbeatConfig, app
 	if err != nil {
 		return run, err
 	}
-	rec.sample()
-	run.Out = Analyze(rec.snapshot(), Window{Event: EventOut, Start: t0, Balanced: balancedAt, End: s.now(), Baseline: steady}, isStateful)
+	rec.Sample()
+	run.Out = Analyze(rec.Snapshot(), Window{Event: EventOut, Start: t0, Balanced: balancedAt, End: s.now(), Baseline: steady}, isStateful)
 	return run, nil
 }

@@ -28,46 +28,56 @@ type Recording struct {
 	Events   []baton.Event `json:"-"`
 }
 
-// recorder samples the Status of the instances it watches and collects
-// their events. Its listen method is the instances' Listener.
-type recorder struct {
+// Recorder samples the Status of the instances it watches and collects
+// their events. Its Listen method is the instances' Listener. Its methods
+// are safe for concurrent use.
+type Recorder struct {
 	start    time.Time
 	interval time.Duration
 
 	mu     sync.Mutex // guards the fields below
 	events []baton.Event
-	insts  []*instance
+	insts  []watched
 	last   map[[2]string]int64 // (instance, task) -> processed at the last sample
 	prog   []Progress
 	totals map[string]int64 // by task id prefix "<subtopology>_"
 }
 
-func newRecorder(interval time.Duration) *recorder {
-	return &recorder{start: time.Now(), interval: interval, last: map[[2]string]int64{}, totals: map[string]int64{}}
+// watched is an instance a Recorder samples.
+type watched struct {
+	id  string
+	app *baton.App
 }
 
-// listen is a baton.Listener: it only appends.
-func (r *recorder) listen(e baton.Event) {
+// NewRecorder returns a Recorder that samples every interval once Run;
+// times are relative to now.
+func NewRecorder(interval time.Duration) *Recorder {
+	return &Recorder{start: time.Now(), interval: interval, last: map[[2]string]int64{}, totals: map[string]int64{}}
+}
+
+// Listen is a baton.Listener: it only appends.
+func (r *Recorder) Listen(e baton.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, e)
 	r.mu.Unlock()
 }
 
-// watch adds an instance to the sampled ones.
-func (r *recorder) watch(in *instance) {
+// Watch adds an instance, known as id, to the sampled ones.
+func (r *Recorder) Watch(id string, app *baton.App) {
 	r.mu.Lock()
-	r.insts = append(r.insts, in)
+	r.insts = append(r.insts, watched{id, app})
 	r.mu.Unlock()
 }
 
-// run samples until ctx is done.
-func (r *recorder) run(ctx context.Context) {
-	_ = tick.Every(ctx, r.interval, func() error { r.sample(); return nil })
+// Run samples until ctx is done.
+func (r *Recorder) Run(ctx context.Context) {
+	_ = tick.Every(ctx, r.interval, func() error { r.Sample(); return nil })
 }
 
-func (r *recorder) sample() {
+// Sample takes one sample now.
+func (r *Recorder) Sample() {
 	r.mu.Lock()
-	insts := append([]*instance(nil), r.insts...)
+	insts := append([]watched(nil), r.insts...)
 	r.mu.Unlock()
 	for _, in := range insts {
 		st := in.app.Status()
@@ -101,8 +111,8 @@ func (r *recorder) sample() {
 	}
 }
 
-// snapshot returns a copy of what was recorded so far.
-func (r *recorder) snapshot() Recording {
+// Snapshot returns a copy of what was recorded so far.
+func (r *Recorder) Snapshot() Recording {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return Recording{Start: r.start, Interval: r.interval,
@@ -111,7 +121,7 @@ func (r *recorder) snapshot() Recording {
 
 // total is the records processed by the tasks of one subtopology (prefix
 // "<subtopology>_") over the whole recording.
-func (r *recorder) total(prefix string) int64 {
+func (r *Recorder) total(prefix string) int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.totals[prefix]

@@ -141,7 +141,7 @@ type script struct {
 	cfg    ScaleConfig
 	policy assign.Policy
 	e      *env
-	rec    *recorder
+	rec    *Recorder
 	run    *PolicyRun
 	flow   *flow // the steady input, once started
 }
@@ -153,11 +153,11 @@ func (s *script) logf(format string, args ...any) {
 func (s *script) start(id string, standbys int) (*instance, error) {
 	opts := append([]baton.Option{baton.WithPolicy(s.policy), baton.WithStandbys(standbys),
 		baton.WithAcceptableLag(s.cfg.AcceptableLag)}, s.cfg.Options...)
-	in, err := s.e.start(instanceConfig{appID: "wc" + s.e.suffix, id: id, opts: opts, listener: s.rec.listen})
+	in, err := s.e.start(instanceConfig{appID: "wc" + s.e.suffix, id: id, opts: opts, listener: s.rec.Listen})
 	if err != nil {
 		return nil, err
 	}
-	s.rec.watch(in)
+	s.rec.Watch(in.id, in.app)
 	return in, nil
 }
 
@@ -169,12 +169,12 @@ func runScalePolicy(ctx context.Context, cfg ScaleConfig, policy assign.Policy) 
 		return run, err
 	}
 	defer e.close()
-	rec := newRecorder(cfg.Sample)
+	rec := NewRecorder(cfg.Sample)
 	s := &script{ctx: ctx, cfg: cfg, policy: policy, e: e, rec: rec, run: &run}
 	s.logf("prefilled %d keys", cfg.Keys)
 	rctx, stopRec := context.WithCancel(ctx)
 	recDone := make(chan struct{})
-	go func() { rec.run(rctx); close(recDone) }()
+	go func() { rec.Run(rctx); close(recDone) }()
 	err = s.play()
 	if s.flow != nil {
 		if ferr := s.flow.stop(); err == nil {
@@ -184,7 +184,7 @@ func runScalePolicy(ctx context.Context, cfg ScaleConfig, policy assign.Policy) 
 	}
 	stopRec()
 	<-recDone
-	r := rec.snapshot()
+	r := rec.Snapshot()
 	run.Throughput = throughput(r, run.Bucket)
 	if err == nil {
 		s.logf("verifying every count")
@@ -295,8 +295,8 @@ func (s *script) event(name string, t0 time.Duration, live ...*instance) error {
 	if err == nil {
 		s.pause(s.cfg.Steady - s.cfg.Settle) // the next event's baseline
 	}
-	s.rec.sample()
-	ef := Analyze(s.rec.snapshot(), w, isStateful)
+	s.rec.Sample()
+	ef := Analyze(s.rec.Snapshot(), w, isStateful)
 	s.run.Events = append(s.run.Events, ef)
 	s.logf("  balanced after %.2fs; %d moved, longest handover %v, unmoved pause x%.2f, replayed %d",
 		ef.TimeToBalance.Seconds(), ef.Moved, ef.HandoverMax.Round(time.Millisecond), ef.UnmovedPause, ef.ReplayedSum)
@@ -348,23 +348,38 @@ func (s *script) balancedSince(what string, live ...*instance) (time.Duration, e
 // partitions-wide wordcount, each its share of stateful and stateless
 // tasks (within one), with no learner left.
 func balanced(partitions int32, live ...*instance) bool {
-	owner := map[string]string{}
-	n := int32(len(live))
-	lo, hi := partitions/n, (partitions+n-1)/n
+	sts := make([]baton.Status, 0, len(live))
 	for _, in := range live {
 		if !in.running() {
 			return false
 		}
+		sts = append(sts, in.app.Status())
+	}
+	return Balanced(partitions, sts...)
+}
+
+// Balanced reports whether the instances whose statuses are given run
+// every task of a partitions-wide wordcount (tasks 0_p stateless, 1_p
+// stateful), each its share of stateful and of stateless tasks (within
+// one), with no learner left.
+func Balanced(partitions int32, sts ...baton.Status) bool {
+	if len(sts) == 0 {
+		return false
+	}
+	owner := map[string]bool{}
+	n := int32(len(sts))
+	lo, hi := partitions/n, (partitions+n-1)/n
+	for _, st := range sts {
 		var stateful, stateless int32
-		for _, t := range in.app.Status().Tasks {
+		for _, t := range st.Tasks {
 			switch t.Role {
 			case "learner":
 				return false
 			case "active":
-				if _, dup := owner[t.ID]; dup {
+				if owner[t.ID] {
 					return false
 				}
-				owner[t.ID] = in.id
+				owner[t.ID] = true
 				if isStateful(t.ID) {
 					stateful++
 				} else {

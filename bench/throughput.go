@@ -109,7 +109,7 @@ func RunThroughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult
 // batonRate counts the input with a fresh wordcount application.
 func batonRate(ctx context.Context, e *env, cfg ThroughputConfig, g baton.Guarantee, w int, plain Rate) (Rate, error) {
 	words := int64(3 * cfg.Lines)
-	rec := newRecorder(10 * time.Millisecond)
+	rec := NewRecorder(10 * time.Millisecond)
 	runtime.GC()
 	rssErr := resetPeakRSS()
 	startRSS, _ := rss()
@@ -118,9 +118,9 @@ func batonRate(ctx context.Context, e *env, cfg ThroughputConfig, g baton.Guaran
 	if err != nil {
 		return Rate{}, err
 	}
-	rec.watch(in)
+	rec.Watch(in.id, in.app)
 	rctx, stop := context.WithCancel(ctx)
-	go rec.run(rctx)
+	go rec.Run(rctx)
 	err = waitFor(ctx, cfg.Timeout, "wordcount to count every word", func() bool { return rec.total("1_") >= words })
 	stop()
 	peak, _ := peakRSS()
@@ -130,7 +130,7 @@ func batonRate(ctx context.Context, e *env, cfg ThroughputConfig, g baton.Guaran
 	if err != nil {
 		return Rate{}, err
 	}
-	r := rec.snapshot()
+	r := rec.Snapshot()
 	var first, last time.Duration = -1, 0
 	var n int64
 	for _, p := range r.Progress {

@@ -36,6 +36,9 @@ to it in cooperative handovers. The demo prints what happens as it happens,
 then the handover gap of every moved task, and checks every count.`,
 	Args: cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
+		if auto, _ := cmd.Flags().GetBool("autoscale"); auto {
+			return runAutoscaleDemo(cmd.Context(), os.Stdout)
+		}
 		if !term.IsTerminal(int(os.Stdout.Fd())) {
 			return runDemo(cmd.Context(), os.Stdout, nil)
 		}
@@ -45,7 +48,10 @@ then the handover gap of every moved task, and checks every count.`,
 	},
 }
 
-func init() { rootCmd.AddCommand(demoCmd) }
+func init() {
+	demoCmd.Flags().Bool("autoscale", false, "instead: a load spike then a lull, with a supervisor that starts and drains instances as the group's autoscale recommendation says")
+	rootCmd.AddCommand(demoCmd)
+}
 
 // demo is one run of the demo: the cluster, the instances, the producer and
 // what was seen.
@@ -63,6 +69,20 @@ type demo struct {
 	apps   map[string]*baton.App
 	stops  map[string]context.CancelFunc
 	dones  map[string]chan error
+
+	// build makes an instance's topology and opts adds to its options;
+	// the plain demo's when nil.
+	build func() (*topology.Topology, error)
+	opts  []baton.Option
+	// listener, when set, also receives every event; terse narrates only
+	// the stateful tasks' moves.
+	listener baton.Listener
+	terse    bool
+}
+
+func newDemo(out io.Writer) *demo {
+	return &demo{out: out, start: time.Now(), words: map[string]int64{}, apps: map[string]*baton.App{},
+		stops: map[string]context.CancelFunc{}, dones: map[string]chan error{}}
 }
 
 func (d *demo) say(format string, args ...any) {
@@ -80,50 +100,23 @@ func runDemo(ctx context.Context, out io.Writer, pg *progress) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	d := &demo{out: out, start: time.Now(), words: map[string]int64{}, apps: map[string]*baton.App{},
-		stops: map[string]context.CancelFunc{}, dones: map[string]chan error{}}
-	dir, err := os.MkdirTemp("", "baton-demo-")
+	d := newDemo(out)
+	cleanup, err := d.setUp()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	d.dir = dir
-	c, err := cluster.Start("127.0.0.1:0", 1)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	d.brokers = c.Addrs()
+	defer cleanup()
 	fmt.Fprintln(out, "baton demo: wordcount on an embedded cluster; a third instance joins while records flow.")
 
 	fmt.Fprintln(out, "Tasks 0_p split lines (stateless); tasks 1_p count words in a Pebble store (stateful).")
 	fmt.Fprintln(out)
 	d.say("cluster ready at %s", strings.Join(d.brokers, ","))
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...), kgo.ProducerLinger(5*time.Millisecond))
+	cl, err := d.createTopics(ctx, distinct)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
-	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, "lines"); err != nil {
-		return err
-	}
-	if _, err := adm.CreateTopic(ctx, partitions, 1, compact, "counts"); err != nil {
-		return err
-	}
-	// Real state: every count task starts with thousands of words.
-	var recs []*kgo.Record
-	for i := range distinct {
-		w := "w" + strconv.Itoa(i)
-		d.words[w]++
-		recs = append(recs, &kgo.Record{Topic: "lines", Key: []byte(w), Value: []byte(w)})
-	}
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return err
-	}
-	d.say("produced %d distinct words: the counts' state to move", distinct)
 
 	defer d.stopAll()
 	for _, id := range []string{"i1", "i2"} {
@@ -138,7 +131,7 @@ func runDemo(ctx context.Context, out io.Writer, pg *progress) error {
 
 	pctx, stopProducer := context.WithCancel(ctx)
 	produced := make(chan error, 1)
-	go func() { produced <- d.produce(pctx, cl) }()
+	go func() { produced <- d.produce(pctx, cl, func() int { return 20 }) }()
 	time.Sleep(3 * time.Second)
 
 	d.say("i3 joins the group")
@@ -181,15 +174,72 @@ func runDemo(ctx context.Context, out io.Writer, pg *progress) error {
 	return nil
 }
 
+// setUp starts the embedded cluster and makes the state directory; the
+// returned func undoes both.
+func (d *demo) setUp() (func(), error) {
+	dir, err := os.MkdirTemp("", "baton-demo-")
+	if err != nil {
+		return nil, err
+	}
+	c, err := cluster.Start("127.0.0.1:0", 1)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	d.dir, d.brokers = dir, c.Addrs()
+	return func() { c.Close(); os.RemoveAll(dir) }, nil
+}
+
+// createTopics creates the input and output topics and writes n distinct
+// words: real state, thousands of words in every count task. It returns
+// the producer to go on with.
+func (d *demo) createTopics(ctx context.Context, n int) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	adm := kadm.NewClient(cl)
+	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
+	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, "lines"); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	if _, err := adm.CreateTopic(ctx, partitions, 1, compact, "counts"); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	var recs []*kgo.Record
+	for i := range n {
+		w := "w" + strconv.Itoa(i)
+		d.words[w]++
+		recs = append(recs, &kgo.Record{Topic: "lines", Key: []byte(w), Value: []byte(w)})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		cl.Close()
+		return nil, err
+	}
+	d.say("produced %d distinct words: the counts' state to move", n)
+	return cl, nil
+}
+
 func (d *demo) startInstance(id string) error {
-	top, err := topology.WordCount("demo", "lines", "counts")
+	build := d.build
+	if build == nil {
+		build = func() (*topology.Topology, error) { return topology.WordCount("demo", "lines", "counts") }
+	}
+	top, err := build()
 	if err != nil {
 		return err
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	app, err := baton.New(top, baton.WithBrokers(d.brokers...), baton.WithAppID("demo"), baton.WithInstanceID(id),
-		baton.WithStateDir(d.dir+"/"+id), baton.WithAcceptableLag(100), baton.WithLogger(quiet),
-		baton.WithSessionTimeout(3*time.Second), baton.WithRebalanceTimeout(5*time.Second), baton.WithListener(d.listen))
+	listen := d.listen
+	if d.listener != nil {
+		listen = func(e baton.Event) { d.listen(e); d.listener(e) }
+	}
+	opts := append([]baton.Option{baton.WithBrokers(d.brokers...), baton.WithAppID("demo"), baton.WithInstanceID(id),
+		baton.WithStateDir(d.dir + "/" + id), baton.WithAcceptableLag(100), baton.WithLogger(quiet),
+		baton.WithSessionTimeout(3 * time.Second), baton.WithRebalanceTimeout(5 * time.Second), baton.WithListener(listen)}, d.opts...)
+	app, err := baton.New(top, opts...)
 	if err != nil {
 		return err
 	}
@@ -227,8 +277,12 @@ func (d *demo) listen(e baton.Event) {
 	d.events = append(d.events, e)
 	app := d.apps[e.Instance]
 	story := !d.joinAt.IsZero()
+	terse := d.terse
 	d.mu.Unlock()
 	if !story {
+		return
+	}
+	if terse && (e.Kind == baton.EventLeader || !strings.HasPrefix(e.Task, "1_")) {
 		return
 	}
 	switch e.Kind {
@@ -244,7 +298,11 @@ func (d *demo) listen(e baton.Event) {
 			}
 		}
 	case baton.EventLearner:
-		d.say("%s starts a learner for %s: restoring %d records from the changelog while the owner keeps processing", e.Instance, e.Task, e.Lag)
+		what := fmt.Sprintf("%d records", e.Lag)
+		if e.Lag == instance.UnknownLag {
+			what = "its state"
+		}
+		d.say("%s starts a learner for %s: restoring %s from the changelog while the owner keeps processing", e.Instance, e.Task, what)
 	case baton.EventLearnerReady:
 		d.say("%s: learner %s is caught up (lag %d); %s rejoins at once", e.Instance, e.Task, e.Lag, e.Instance)
 	case baton.EventRevoked:
@@ -284,13 +342,15 @@ const distinct = 300000
 // partitions of the input: 2 tasks each (split, count).
 const partitions = 6
 
-func (d *demo) produce(ctx context.Context, cl *kgo.Client) error {
+// produce writes lines of three words every 20ms until ctx is done:
+// perTick() lines each time.
+func (d *demo) produce(ctx context.Context, cl *kgo.Client, perTick func() int) error {
 	vocab := strings.Fields("stream state task learner standby active instance worker kafka baton group plan move warm cold handover")
 	n := 0
 	return tick.Every(ctx, 20*time.Millisecond, func() error {
 		var recs []*kgo.Record
 		d.mu.Lock()
-		for range 20 {
+		for range perTick() {
 			line := []string{vocab[n%len(vocab)], vocab[(n*7)%len(vocab)], "w" + strconv.Itoa(n%distinct)}
 			for _, w := range line {
 				d.words[w]++
@@ -299,6 +359,9 @@ func (d *demo) produce(ctx context.Context, cl *kgo.Client) error {
 			n++
 		}
 		d.mu.Unlock()
+		if len(recs) == 0 {
+			return nil
+		}
 		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 			return fmt.Errorf("producing: %w", err)
 		}

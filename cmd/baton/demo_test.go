@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,5 +51,65 @@ func TestDemo(t *testing.T) {
 		if lag, _ := strconv.Atoi(r[3]); lag > 100 {
 			t.Errorf("task %s moved from %s to i3 with lag %d, more than the demo's acceptable lag (100)", r[1], r[2], lag)
 		}
+	}
+}
+
+// TestDemoAutoscale runs `baton demo --autoscale` and checks what it must
+// show: the supervisor followed the recommendation out and back to one
+// instance, new instances warmed learners, and every count is exact.
+func TestDemoAutoscale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the autoscale demo runs for about two minutes")
+	}
+	if kafkatest.Real(t) {
+		t.Skipf("the demo starts its own embedded cluster whatever %s says; the default pass runs it", kafkatest.EnvMode)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, batonBin, "demo", "--autoscale")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("baton demo --autoscale: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	if !regexp.MustCompile(`(?m)^Verified: all \d+ words have exactly the count of their occurrences\.$`).MatchString(out) {
+		t.Fatalf("no verification line:\n%s", out)
+	}
+	m := regexp.MustCompile(`(?m)^The instance count changed (\d+) times: ([\d >-]+)\.$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no instance-count line:\n%s", out)
+	}
+	counts := strings.Split(m[2], " -> ")
+	peak := 0
+	for _, c := range counts {
+		n, _ := strconv.Atoi(c)
+		peak = max(peak, n)
+	}
+	if n, _ := strconv.Atoi(m[1]); n != len(counts)-1 || n < 2 || peak < 2 || counts[0] != "1" || counts[len(counts)-1] != "1" {
+		t.Errorf("instance counts %q (%s changes): want 1, more during the spike, and 1 again", m[2], m[1])
+	}
+	// event balanced moved handover unmoved revoked pause learners
+	row := regexp.MustCompile(`(?m)^  (\d+) -> (\d+) +\S+ +\d+ +\S+ +\d+ +(\d+) +\S+ +(\S+)$`)
+	rows := row.FindAllStringSubmatch(out, -1)
+	if len(rows) != len(counts)-1 {
+		t.Fatalf("%d scale-event rows, want one per change (%d):\n%s", len(rows), len(counts)-1, out)
+	}
+	warmed := false
+	for _, r := range rows {
+		from, _ := strconv.Atoi(r[1])
+		to, _ := strconv.Atoi(r[2])
+		if d, err := time.ParseDuration(r[4]); err == nil && d > 0 && to > from {
+			warmed = true
+		}
+		if to < from && r[3] != "0" {
+			t.Errorf("scale-in %s -> %s revoked %s tasks it did not move: a drain moves only the leaving instance's tasks", r[1], r[2], r[3])
+		}
+	}
+	if !warmed {
+		t.Errorf("no scale-out warmed a learner:\n%s", out)
+	}
+	if !strings.Contains(out, "starts a learner for 1_") {
+		t.Errorf("no learner narrated:\n%s", out)
 	}
 }
