@@ -281,3 +281,30 @@ func skipShort(t *testing.T) {
 		t.Skip("a bench run on the embedded cluster; skipped with -short")
 	}
 }
+
+// TestAnalyzeMoveBehindBacklog: a task revoked on a and assigned to b,
+// which processed nothing of it before the window closed (a backlog in
+// front of it), moved: it is neither an unmoved task nor a revoked
+// unmoved one, and its handover runs to the window's end at least.
+func TestAnalyzeMoveBehindBacklog(t *testing.T) {
+	start := time.Unix(1000, 0)
+	s, ms := time.Second, time.Millisecond
+	var ps []Progress
+	ps = append(ps, progressEvery("a", "1_0", 0, 14*s, 100*ms)...)
+	ps = append(ps, progressEvery("a", "1_1", 0, 10*s+200*ms, 100*ms)...)
+	rec := Recording{Start: start, Progress: sortProgress(ps), Events: []baton.Event{
+		{Time: start.Add(10*s + 150*ms), Kind: baton.EventLastRecord, Instance: "a", Task: "1_1"},
+		{Time: start.Add(10*s + 160*ms), Kind: baton.EventRevoked, Instance: "a", Task: "1_1"},
+		{Time: start.Add(10*s + 600*ms), Kind: baton.EventAssigned, Instance: "b", Task: "1_1", Detail: "warm"},
+	}}
+	w := Window{Event: EventOut, Start: 10 * s, Balanced: 11 * s, End: 13 * s, Baseline: 5 * s}
+	ef := Analyze(rec, w, isStateful)
+	if ef.Moved != 1 || ef.Unmoved != 1 || ef.UnmovedRevoked != 0 {
+		t.Fatalf("moved %d unmoved %d (revoked %d), want 1, 1 and 0", ef.Moved, ef.Unmoved, ef.UnmovedRevoked)
+	}
+	for _, tf := range ef.Tasks {
+		if tf.Task == "1_1" && (tf.From != "a" || tf.To != "b" || tf.Handover != 13*s-(10*s+150*ms)) {
+			t.Errorf("1_1: %+v, want a to b with a handover from its last record on a to the window's end", tf)
+		}
+	}
+}

@@ -33,7 +33,8 @@ type TaskFigures struct {
 	NormalGap  time.Duration `json:"normal_gap_ns"`
 	LongestGap time.Duration `json:"longest_gap_ns"`
 	// Handover is, for a moved task, the time from the last record the old
-	// owner processed to the first the new owner processed.
+	// owner processed to the first the new owner processed; when the new
+	// owner processed none before End, to End (a lower bound).
 	Handover time.Duration `json:"handover_ns,omitempty"`
 	Revoked  bool          `json:"revoked"`
 	// AssignedLag is the changelog lag the task had when it became active
@@ -114,6 +115,14 @@ func Analyze(rec Recording, w Window, stateful func(task string) bool) EventFigu
 				tf.From = p.Instance
 			}
 			tf.To = p.Instance
+		}
+		// The new owner is the instance it became active on in the window,
+		// even one that processed nothing of it before the window closed
+		// (with a backlog in front of it, say): that task moved.
+		for _, e := range rec.Events {
+			if e.Task == id && e.Kind == baton.EventAssigned && inWindow(e) && tf.From != "" && e.Instance != tf.From {
+				tf.To = e.Instance
+			}
 		}
 		tf.Moved = tf.From != "" && tf.From != tf.To
 		tf.NormalGap = normalGap(ps, w.Start-w.Baseline, w.Start)
@@ -242,7 +251,7 @@ func handover(rec Recording, ps []Progress, w Window, task, from, to string) tim
 		}
 	}
 	if first < 0 {
-		return 0
+		first = w.End // nothing yet: at least until the window closed
 	}
 	for _, e := range rec.Events {
 		if at := e.Time.Sub(rec.Start); e.Kind == baton.EventLastRecord && e.Task == task && e.Instance == from && at >= w.Start-w.Baseline && at <= first {
