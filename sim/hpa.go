@@ -86,7 +86,7 @@ func (h *HPA) Scale(now time.Duration, current int, lag float64) (int, string) {
 	c := h.cfg
 	metric := lag
 	why := fmt.Sprintf("lag %s, threshold %s", fmtCount(math.Round(lag)), fmtCount(c.Threshold))
-	if !c.AllowIdle && metric/c.Threshold > float64(c.Partitions) {
+	if !c.AllowIdle && math.Floor(metric/c.Threshold) > float64(c.Partitions) {
 		metric = float64(c.Partitions) * c.Threshold
 		why += fmt.Sprintf(", capped at %d partitions", c.Partitions)
 	}

@@ -35,8 +35,12 @@ type LoadChange struct {
 	Line   int
 }
 
-// rampStep is the step in which ramps are taken.
-const rampStep = time.Second
+// rampStep is the step in which ramps are taken; maxRamp the longest
+// ramp a scenario may ask for.
+const (
+	rampStep = time.Second
+	maxRamp  = 24 * time.Hour
+)
 
 // load RATE
 // at TIME load RATE|xF [ramp D]
@@ -64,8 +68,14 @@ func (p *parser) parseLoad(at time.Duration, args []string) error {
 		if c.Ramp, err = p.dur("ramp", rest[1]); err != nil {
 			return err
 		}
+		if c.Ramp > maxRamp {
+			return p.errf("ramp %v is longer than this simulator takes (%v)", c.Ramp, maxRamp)
+		}
 	default:
 		return p.errf("%s", usage)
+	}
+	if at == 0 && (c.Factor != 0 || c.Ramp != 0) {
+		return p.errf("the load at time 0 is a rate in records/s, with no factor and no ramp")
 	}
 	p.sc.LoadChanges = append(p.sc.LoadChanges, c)
 	return nil
@@ -160,9 +170,12 @@ type LoadFigures struct {
 	Bound   float64
 	// FirstNew is the time from SpikeAt until an instance that joined
 	// after it first processes a task; Absorbed until the total lag is
-	// back at or under Bound after it went above (0 if it never did).
-	// -1: never.
-	FirstNew, Absorbed time.Duration
+	// first back at or under Bound after it went above (0 if it never
+	// did), and Settled until it is back under Bound for the rest of the
+	// run. -1: never. AboveBound is the time the lag spent above Bound
+	// from SpikeAt on.
+	FirstNew, Absorbed, Settled time.Duration
+	AboveBound                  time.Duration
 	// PeakLag is the highest total lag, at PeakAt; PeakSeconds is it in
 	// seconds of the input rate of that moment.
 	PeakLag     float64
@@ -199,8 +212,10 @@ type loadModel struct {
 
 	spike     LoadChange
 	hasSpike  bool
-	spikeInst int // first instance index after the spike began; -1 before
-	exceeded  bool
+	spikeInst int  // first instance index after the spike began; -1 before
+	exceeded  bool // the lag went above the bound since the spike began
+	above     bool // the lag is above the bound
+	lastObs   time.Duration
 	interval  time.Duration
 	fig       LoadFigures
 }
@@ -221,7 +236,7 @@ func (e *engine) initLoad() {
 		m.weight[i] = t.Load / sum
 	}
 	m.spike, m.hasSpike = sc.spike()
-	m.fig = LoadFigures{SpikeAt: -1, FirstNew: -1, Absorbed: -1, MinInstances: e.nRunning, MaxInstances: e.nRunning}
+	m.fig = LoadFigures{SpikeAt: -1, FirstNew: -1, Absorbed: -1, Settled: -1, MinInstances: e.nRunning, MaxInstances: e.nRunning}
 	if m.hasSpike {
 		m.fig.SpikeAt = m.spike.At
 		e.push(m.spike.At, evLoadStep, -1)
@@ -297,12 +312,21 @@ func (e *engine) observeLoad() {
 		m.spikeInst = len(e.insts)
 		f.Bound = m.total + m.spike.From*m.interval.Seconds()
 	}
-	switch {
-	case m.total > f.Bound+eps:
-		m.exceeded = true
-	case m.exceeded && f.Absorbed < 0:
-		f.Absorbed = e.now - m.spike.At
+	if m.above {
+		f.AboveBound += e.now - m.lastObs
 	}
+	m.lastObs = e.now
+	switch above := m.total > f.Bound+eps; {
+	case above && !m.above:
+		m.exceeded = true
+		f.Settled = -1
+	case !above && m.above:
+		if f.Absorbed < 0 {
+			f.Absorbed = e.now - m.spike.At
+		}
+		f.Settled = e.now - m.spike.At
+	}
+	m.above = m.total > f.Bound+eps
 }
 
 // loadProcessing notes a task that starts or stops processing.
@@ -334,7 +358,7 @@ func (e *engine) finishLoad() {
 	m := e.load
 	f := m.fig
 	if m.hasSpike && !m.exceeded {
-		f.Absorbed = 0
+		f.Absorbed, f.Settled = 0, 0
 	}
 	if e.scaler != nil {
 		f.Changes = e.scaler.changes

@@ -172,7 +172,9 @@ func WriteComparison(w io.Writer, rs []*Result) error {
 		}
 		lrow("spike at", func(l *LoadFigures) string { return since(l.SpikeAt) })
 		lrow("spike to new instances processing", func(l *LoadFigures) string { return since(l.FirstNew) })
-		lrow("spike to lag back under bound", func(l *LoadFigures) string { return since(l.Absorbed) })
+		lrow("spike to lag first back under bound", func(l *LoadFigures) string { return since(l.Absorbed) })
+		lrow("spike to lag under bound for good", func(l *LoadFigures) string { return since(l.Settled) })
+		lrow("time lag above bound", func(l *LoadFigures) string { return fmtDur(l.AboveBound) })
 		lrow("lag bound (records)", func(l *LoadFigures) string { return fmtCount(math.Round(l.Bound)) })
 		lrow("peak lag (records)", func(l *LoadFigures) string { return fmtCount(math.Round(l.PeakLag)) })
 		lrow("peak lag (seconds of input)", func(l *LoadFigures) string { return fmt.Sprintf("%.1f", l.PeakSeconds) })
