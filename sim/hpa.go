@@ -44,16 +44,16 @@ type HPAConfig struct {
 	// Period is the rate limits' period (15s); UpPods and UpPercent bound a
 	// period's increase (the larger wins: 4 pods, 100%), DownPercent its
 	// decrease (100%).
-	Period             time.Duration
-	UpPods             int
-	UpPercent, DownPct float64
+	Period                 time.Duration
+	UpPods                 int
+	UpPercent, DownPercent float64
 }
 
 // DefaultHPAConfig returns KEDA's and Kubernetes' defaults, except a
 // minimum of 1 replica (KEDA's is 0, a group with no member).
 func DefaultHPAConfig() HPAConfig {
 	return HPAConfig{Threshold: 10, Min: 1, Max: 100, Tolerance: 0.1, DownWindow: 5 * time.Minute,
-		Period: 15 * time.Second, UpPods: 4, UpPercent: 100, DownPct: 100}
+		Period: 15 * time.Second, UpPods: 4, UpPercent: 100, DownPercent: 100}
 }
 
 // HPA is the state of one lag-threshold autoscaler: past recommendations
@@ -157,7 +157,7 @@ func (h *HPA) Scale(now time.Duration, current int, lag float64) (int, string) {
 	}
 	if rec < current {
 		start := current + removed
-		limit := int(float64(start) * (1 - c.DownPct/100))
+		limit := int(float64(start) * (1 - c.DownPercent/100))
 		if rec < limit {
 			rec = limit
 			why += fmt.Sprintf("; scale-down limit %d per %s", limit, fmtDur(c.Period))

@@ -52,9 +52,9 @@ func TestHPARules(t *testing.T) {
 	// A new HPA counts the current replicas as its past recommendation,
 	// as Kubernetes seeds it: no lag does not scale in at once.
 	run("seeded", hpaFor(func(c *HPAConfig) {}), []step{{0, 10, 0, 10}})
-	// Scale-down rate: at most DownPct per period (100% by default,
+	// Scale-down rate: at most DownPercent per period (100% by default,
 	// which never limits).
-	run("down rate", hpaFor(func(c *HPAConfig) { c.DownWindow = 0; c.DownPct = 50 }), []step{{0, 10, 0, 5}, {5 * s, 5, 0, 5}, {15 * s, 5, 0, 2}})
+	run("down rate", hpaFor(func(c *HPAConfig) { c.DownWindow = 0; c.DownPercent = 50 }), []step{{0, 10, 0, 5}, {5 * s, 5, 0, 5}, {15 * s, 5, 0, 2}})
 	// Bounds.
 	run("max", hpaFor(func(c *HPAConfig) { c.Max = 12 }), []step{{0, 10, 1e6, 12}})
 	run("min", hpaFor(func(c *HPAConfig) { c.Min = 4; c.DownWindow = 0 }), []step{{0, 10, 0, 4}})
