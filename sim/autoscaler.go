@@ -140,10 +140,9 @@ func (sc *Scenario) AutoscalerKinds() []string {
 // scaler drives the group's size: at every evaluation it works out a
 // target and starts or stops instances to reach it, as a supervisor would.
 type scaler struct {
-	spec  AutoscaleSpec
-	rec   *autoscale.Recommender // baton
-	hpa   *HPA                   // lag-threshold
-	drain bool                   // scale-in drains (baton) rather than deleting the pod
+	spec AutoscaleSpec
+	rec  *autoscale.Recommender // baton
+	hpa  *HPA                   // lag-threshold
 
 	starts   []startReq
 	pending  int // starts neither joined nor cancelled
@@ -187,7 +186,7 @@ func (e *engine) newScaler(kind string) error {
 		if err != nil {
 			return fmt.Errorf("sim: %s: line %d: %w", e.sc.Name, spec.Line, err)
 		}
-		s.rec, s.drain = rec, e.pol.Drain
+		s.rec = rec
 	default:
 		s.hpa = NewHPA(spec.HPA, len(e.tasks))
 	}
@@ -273,7 +272,13 @@ func (e *engine) evaluate() {
 	for k := len(e.insts) - 1; k >= 0 && cur > target; k-- {
 		in := e.insts[k]
 		if in.running && in.inGroup && !in.leaving {
-			e.leave(in, s.drain)
+			// The rule's supervisor lets an instance leave as the policy
+			// does (smooth drains); a pod the HPA deletes leaves at once.
+			if s.rec != nil {
+				e.leave(in)
+			} else {
+				e.leaveNow(in)
+			}
 			cur--
 		}
 	}

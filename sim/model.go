@@ -495,7 +495,7 @@ func (e *engine) scenarioEvent(ev Event) {
 			e.delayRound(in.noticeAt + e.sc.Timing.Sync)
 		}
 	case EventLeave:
-		e.leave(in, e.pol.Drain)
+		e.leave(in)
 	case EventRestart:
 		e.note(e.now, "restart", fmt.Sprintf("%s stops for %v", in.spec.ID, ev.Down))
 		e.stopInstance(in, false)
@@ -526,18 +526,28 @@ func (e *engine) join(spec InstanceSpec) {
 	e.trigger(in.spec.ID+" joined", true)
 }
 
-// leave takes an instance out of the group: drain marks it leaving and it
-// goes once its plan leaves it no active; otherwise it stops and leaves at
-// once, and its tasks restore wherever they go.
-func (e *engine) leave(in *instState, drain bool) {
-	if drain {
-		in.leaving = true
-		e.note(e.now, "leave", fmt.Sprintf("%s drains", in.spec.ID))
-		e.recomputeBalance()
-		e.trigger(in.spec.ID+" leaving", true)
-		e.leaveIfDrained(in)
-		return
+// leave takes an instance out of the group the way the policy does.
+func (e *engine) leave(in *instState) {
+	if e.pol.Drain {
+		e.drain(in)
+	} else {
+		e.leaveNow(in)
 	}
+}
+
+// drain marks an instance leaving: it goes once its plan leaves it no
+// active.
+func (e *engine) drain(in *instState) {
+	in.leaving = true
+	e.note(e.now, "leave", fmt.Sprintf("%s drains", in.spec.ID))
+	e.recomputeBalance()
+	e.trigger(in.spec.ID+" leaving", true)
+	e.leaveIfDrained(in)
+}
+
+// leaveNow stops an instance, which leaves the group at once; its tasks
+// restore wherever they go.
+func (e *engine) leaveNow(in *instState) {
 	e.note(e.now, "leave", fmt.Sprintf("%s stops and leaves the group", in.spec.ID))
 	e.stopInstance(in, false)
 	e.removeMember(in)
