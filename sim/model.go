@@ -26,6 +26,10 @@ type Options struct {
 	// MaxRounds stops a run that rebalances more often than this (a
 	// policy that never settles); 0 means 1,000,000.
 	MaxRounds int
+	// Autoscaler names the scenario's `autoscale` line that drives the
+	// group's size (AutoscaleBaton or AutoscaleLag); empty: none, the
+	// group's size changes only by the scenario's events.
+	Autoscaler string
 }
 
 // copyState is one instance's local state for one stateful task. It
@@ -120,6 +124,10 @@ const (
 	evCrashNotice
 	evReturn
 	evProbing
+	evLoadStep
+	evLoadTick
+	evAutoscale
+	evStarted
 )
 
 type event struct {
@@ -194,6 +202,10 @@ type engine struct {
 	res *Result
 	err error
 
+	nRunning int        // processes up
+	load     *loadModel // nil without load
+	scaler   *scaler    // nil without an autoscaler
+
 	// onState, when set (by tests), sees every leader input state builds.
 	onState func(assign.State)
 }
@@ -204,6 +216,14 @@ func Run(sc *Scenario, pol Policy, opt Options) (*Result, error) {
 	e, err := newEngine(sc, pol, opt)
 	if err != nil {
 		return nil, err
+	}
+	if opt.Autoscaler != "" {
+		if e.load == nil {
+			return nil, fmt.Errorf("sim: %s: autoscale %s needs a load (a `load` line)", sc.Name, opt.Autoscaler)
+		}
+		if err := e.newScaler(opt.Autoscaler); err != nil {
+			return nil, err
+		}
 	}
 	e.loop()
 	if e.err != nil {
@@ -269,6 +289,9 @@ func newEngine(sc *Scenario, pol Policy, opt Options) (*engine, error) {
 		e.firstEvent = 0
 	}
 	e.recomputeBalance()
+	if len(sc.Input) > 0 {
+		e.initLoad()
+	}
 	e.note(0, "start", fmt.Sprintf("%d instances, %d tasks (%d stateful), policy %s", len(e.insts), len(e.tasks), e.countStateful(), pol.Name))
 	return e, nil
 }
@@ -288,6 +311,7 @@ func (e *engine) addInstance(is InstanceSpec) *instState {
 		copies: map[int]*copyState{}, restoring: map[int]*copyState{}, lag: map[assign.TaskID]int64{}}
 	e.insts = append(e.insts, in)
 	e.byID[is.ID] = in.idx
+	e.nRunning++
 	return in
 }
 
@@ -348,12 +372,18 @@ func (e *engine) loop() {
 			break
 		}
 		e.advance(next)
+		if e.load != nil {
+			e.observeLoad()
+		}
 		e.crossings()
 		for len(e.queue) > 0 && e.queue[0].at <= e.now && e.err == nil {
 			ev := heap.Pop(&e.queue).(event)
 			e.handle(ev)
 		}
 		e.updateBalanced()
+		if e.load != nil {
+			e.loadShares()
+		}
 		if e.now >= e.sc.Limit {
 			break
 		}
@@ -425,6 +455,7 @@ func (e *engine) handle(ev event) {
 	case evReturn:
 		in := e.insts[ev.arg]
 		in.running, in.inGroup = true, true
+		e.nRunning++
 		in.syncedAt = e.now
 		e.note(e.now, "return", fmt.Sprintf("%s back with %d task states on disk", in.spec.ID, len(in.copies)))
 		e.trigger(in.spec.ID+" returned", true)
@@ -432,16 +463,19 @@ func (e *engine) handle(ev event) {
 		if ev.arg == e.probingGen {
 			e.trigger("probing rebalance", false)
 		}
+	case evLoadStep, evLoadTick:
+		e.loadEvent(ev)
+	case evAutoscale:
+		e.evaluate()
+	case evStarted:
+		e.started(ev.arg)
 	}
 }
 
 func (e *engine) scenarioEvent(ev Event) {
 	switch ev.Kind {
 	case EventJoin:
-		in := e.addInstance(ev.Instance)
-		e.note(e.now, "join", fmt.Sprintf("%s (capacity %d, restore %g/s)", in.spec.ID, in.spec.Capacity, in.spec.Restore))
-		e.recomputeBalance()
-		e.trigger(in.spec.ID+" joined", true)
+		e.join(ev.Instance)
 		return
 	}
 	in := e.insts[e.byID[ev.Instance.ID]]
@@ -461,18 +495,7 @@ func (e *engine) scenarioEvent(ev Event) {
 			e.delayRound(in.noticeAt + e.sc.Timing.Sync)
 		}
 	case EventLeave:
-		if e.pol.Drain {
-			in.leaving = true
-			e.note(e.now, "leave", fmt.Sprintf("%s drains", in.spec.ID))
-			e.recomputeBalance()
-			e.trigger(in.spec.ID+" leaving", true)
-			e.leaveIfDrained(in)
-		} else {
-			e.note(e.now, "leave", fmt.Sprintf("%s stops and leaves the group", in.spec.ID))
-			e.stopInstance(in, false)
-			e.removeMember(in)
-			e.trigger(in.spec.ID+" left", true)
-		}
+		e.leave(in)
 	case EventRestart:
 		e.note(e.now, "restart", fmt.Sprintf("%s stops for %v", in.spec.ID, ev.Down))
 		e.stopInstance(in, false)
@@ -482,6 +505,9 @@ func (e *engine) scenarioEvent(ev Event) {
 	case EventCapacity:
 		e.note(e.now, "capacity", fmt.Sprintf("%s capacity %d -> %d", in.spec.ID, in.spec.Capacity, ev.Capacity))
 		in.spec.Capacity = ev.Capacity
+		if e.load != nil {
+			e.load.dirty = true
+		}
 		e.recomputeBalance()
 		e.trigger(in.spec.ID+" capacity changed", true)
 	case EventSlow:
@@ -490,6 +516,42 @@ func (e *engine) scenarioEvent(ev Event) {
 		in.spec.Restore = ev.Restore
 		in.dirty = true
 	}
+}
+
+// join adds an instance to the group.
+func (e *engine) join(spec InstanceSpec) {
+	in := e.addInstance(spec)
+	e.note(e.now, "join", fmt.Sprintf("%s (capacity %d, restore %g/s)", in.spec.ID, in.spec.Capacity, in.spec.Restore))
+	e.recomputeBalance()
+	e.trigger(in.spec.ID+" joined", true)
+}
+
+// leave takes an instance out of the group the way the policy does.
+func (e *engine) leave(in *instState) {
+	if e.pol.Drain {
+		e.drain(in)
+	} else {
+		e.leaveNow(in)
+	}
+}
+
+// drain marks an instance leaving: it goes once its plan leaves it no
+// active.
+func (e *engine) drain(in *instState) {
+	in.leaving = true
+	e.note(e.now, "leave", fmt.Sprintf("%s drains", in.spec.ID))
+	e.recomputeBalance()
+	e.trigger(in.spec.ID+" leaving", true)
+	e.leaveIfDrained(in)
+}
+
+// leaveNow stops an instance, which leaves the group at once; its tasks
+// restore wherever they go.
+func (e *engine) leaveNow(in *instState) {
+	e.note(e.now, "leave", fmt.Sprintf("%s stops and leaves the group", in.spec.ID))
+	e.stopInstance(in, false)
+	e.removeMember(in)
+	e.trigger(in.spec.ID+" left", true)
 }
 
 // stopInstance stops a process. A crash loses its state (it never comes
@@ -515,6 +577,7 @@ func (e *engine) stopInstance(in *instState, crash bool) {
 		e.setRole(in, c, lifecycle.None)
 	}
 	in.running = false
+	e.nRunning--
 	if crash {
 		clear(in.copies)
 		clear(in.lag)

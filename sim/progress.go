@@ -94,6 +94,9 @@ func (e *engine) setProcessing(t *taskState, on bool) {
 		e.insts[x].dirty = true
 	}
 	t.setProcessingAt(e.now, on)
+	if e.load != nil {
+		e.loadProcessing(t, on)
+	}
 }
 
 func (e *engine) threshold(c *copyState) float64 {
@@ -162,6 +165,9 @@ func (e *engine) advance(t time.Duration) {
 		return
 	}
 	e.res.UnavailableTaskSeconds += float64(e.unavailable) * (t - e.now).Seconds()
+	if e.load != nil {
+		e.advanceLoad(t)
+	}
 	e.now = t
 }
 

@@ -14,6 +14,8 @@ import (
 type Result struct {
 	Scenario string
 	Policy   string
+	// Autoscaler is the autoscaler that drove the group's size, if any.
+	Autoscaler string
 
 	// Balanced: the group ended balanced (every member within its share,
 	// nothing unavailable, no learners, no rebalance in progress);
@@ -36,6 +38,11 @@ type Result struct {
 	Violations []string
 	Timeline   []Entry
 	Series     []Point
+
+	// Load holds the figures of a scenario with load, and LoadSeries its
+	// samples; nil without load.
+	Load       *LoadFigures
+	LoadSeries []LoadPoint
 }
 
 // Entry is one timeline line.
@@ -126,7 +133,19 @@ func WriteComparison(w io.Writer, rs []*Result) error {
 		}
 		fmt.Fprintln(tw)
 	}
+	load := false
+	for _, r := range rs {
+		load = load || r.Load != nil
+	}
 	row("policy", func(r *Result) string { return r.Policy })
+	if load {
+		row("autoscaler", func(r *Result) string {
+			if r.Autoscaler == "" {
+				return "none"
+			}
+			return r.Autoscaler
+		})
+	}
 	row("time to balance", fmtBalance)
 	row("unavailable task-seconds", func(r *Result) string { return fmtCount(r.UnavailableTaskSeconds) })
 	row("most unavailable at once", func(r *Result) string { return fmt.Sprint(r.MaxUnavailable) })
@@ -136,6 +155,36 @@ func WriteComparison(w io.Writer, rs []*Result) error {
 	row("most moves of one task", func(r *Result) string { return fmt.Sprint(r.MaxMovesPerTask) })
 	row("returns to a giver (thrash)", func(r *Result) string { return fmt.Sprint(r.Thrash) })
 	row("rebalances", func(r *Result) string { return fmt.Sprint(r.Rebalances) })
+	if load {
+		lrow := func(name string, f func(l *LoadFigures) string) {
+			row(name, func(r *Result) string {
+				if r.Load == nil {
+					return "-"
+				}
+				return f(r.Load)
+			})
+		}
+		since := func(d time.Duration) string {
+			if d < 0 {
+				return "never"
+			}
+			return fmtDur(d)
+		}
+		lrow("spike at", func(l *LoadFigures) string { return since(l.SpikeAt) })
+		lrow("spike to new instances processing", func(l *LoadFigures) string { return since(l.FirstNew) })
+		lrow("spike to lag first back under bound", func(l *LoadFigures) string { return since(l.Absorbed) })
+		lrow("spike to lag under bound for good", func(l *LoadFigures) string { return since(l.Settled) })
+		lrow("time lag above bound", func(l *LoadFigures) string { return fmtDur(l.AboveBound) })
+		lrow("lag bound (records)", func(l *LoadFigures) string { return fmtCount(math.Round(l.Bound)) })
+		lrow("peak lag (records)", func(l *LoadFigures) string { return fmtCount(math.Round(l.PeakLag)) })
+		lrow("peak lag (seconds of input)", func(l *LoadFigures) string { return fmt.Sprintf("%.1f", l.PeakSeconds) })
+		lrow("peak lag at", func(l *LoadFigures) string { return fmtDur(l.PeakAt) })
+		lrow("instance-count changes", func(l *LoadFigures) string { return fmt.Sprint(l.Changes) })
+		lrow("instances min / max", func(l *LoadFigures) string { return fmt.Sprintf("%d / %d", l.MinInstances, l.MaxInstances) })
+		lrow("instances at the end", func(l *LoadFigures) string { return fmt.Sprint(l.EndInstances) })
+		lrow("instance-hours", func(l *LoadFigures) string { return fmt.Sprintf("%.1f", l.InstanceSeconds/3600) })
+		lrow("lag at the end (records)", func(l *LoadFigures) string { return fmtCount(math.Round(l.EndLag)) })
+	}
 	return tw.Flush()
 }
 

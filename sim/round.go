@@ -356,5 +356,8 @@ func (e *engine) finish() {
 		res.MaxMovesPerTask = max(res.MaxMovesPerTask, t.moves)
 	}
 	res.sample(e.now, e.unavailable, e.offBalance)
+	if e.load != nil {
+		e.finishLoad()
+	}
 	e.note(e.now, "end", fmt.Sprintf("%s; %d rebalances, %d moves", map[bool]string{true: "balanced since " + fmtTime(e.balancedAt), false: "not balanced"}[e.balanced], res.Rebalances, res.Moves))
 }

@@ -30,6 +30,16 @@ type Scenario struct {
 	Instances []InstanceSpec
 	Events    []Event
 	Expects   []Expect
+
+	// Input is the group's input rate over time (records/s), piecewise
+	// constant from the `load` lines, ramps taken in steps of a second;
+	// empty when the scenario has no load. LoadChanges are the lines as
+	// written, and WorkerRate is what one worker processes per second.
+	Input       []LoadStep
+	LoadChanges []LoadChange
+	WorkerRate  float64
+	// Autoscalers are the `autoscale` lines, at most one of each kind.
+	Autoscalers []AutoscaleSpec
 }
 
 // Timing holds the protocol delays of the model.
@@ -147,6 +157,7 @@ type parser struct {
 	taskIdx  map[assign.TaskID]int
 	instIdx  map[string]bool
 	nextAuto int
+	limitSet bool
 }
 
 // Parse reads a scenario. name is used in error messages (a file name).
@@ -324,9 +335,17 @@ func (p *parser) parseLine(f []string) error {
 		}
 		p.sc.Name = strings.Join(args, " ")
 	case "config":
-		m, err := p.kv(args, "standbys", "max_learners", "acceptable_lag")
+		m, err := p.kv(args, "standbys", "max_learners", "acceptable_lag", "worker_rate")
 		if err != nil {
 			return err
+		}
+		if v, ok := m["worker_rate"]; ok {
+			if p.sc.WorkerRate, err = p.num("worker_rate", v, 0); err != nil {
+				return err
+			}
+			if p.sc.WorkerRate == 0 {
+				return p.errf("worker_rate must be > 0")
+			}
 		}
 		c := &p.sc.Config
 		if v, ok := m["standbys"]; ok {
@@ -374,6 +393,7 @@ func (p *parser) parseLine(f []string) error {
 			return p.errf("limit must be > 0")
 		}
 		p.sc.Limit = d
+		p.limitSet = true
 	case "task":
 		return p.parseTask(args)
 	case "tasks":
@@ -386,8 +406,12 @@ func (p *parser) parseLine(f []string) error {
 		return p.parseEvent(args)
 	case "expect":
 		return p.parseExpect(args)
+	case "load":
+		return p.parseLoad(0, args)
+	case "autoscale":
+		return p.parseAutoscale(args)
 	default:
-		return p.errf("unknown directive %q (want name, seed, config, timing, limit, task, tasks, instance, instances, at or expect)", f[0])
+		return p.errf("unknown directive %q (want name, seed, config, timing, limit, task, tasks, instance, instances, load, autoscale, at or expect)", f[0])
 	}
 	return nil
 }
@@ -605,8 +629,15 @@ func (p *parser) parseInstances(args []string) error {
 // at TIME capacity ID N
 // at TIME slow ID RATE
 func (p *parser) parseEvent(args []string) error {
+	if len(args) >= 2 && args[1] == "load" {
+		at, err := p.dur("time", args[0])
+		if err != nil {
+			return err
+		}
+		return p.parseLoad(at, args[2:])
+	}
 	if len(args) < 3 {
-		return p.errf("want `at TIME EVENT ...` with EVENT one of join, crash, leave, restart, capacity, slow")
+		return p.errf("want `at TIME EVENT ...` with EVENT one of join, crash, leave, restart, capacity, slow, load")
 	}
 	at, err := p.dur("time", args[0])
 	if err != nil {
@@ -680,7 +711,7 @@ func (p *parser) parseEvent(args []string) error {
 			return p.errf("restore rate must be > 0")
 		}
 	default:
-		return p.errf("unknown event %q (want join, crash, leave, restart, capacity or slow)", args[1])
+		return p.errf("unknown event %q (want join, crash, leave, restart, capacity, slow or load)", args[1])
 	}
 	if !p.instIdx[ev.Instance.ID] {
 		return p.errf("%s names unknown instance %q", ev.Kind, ev.Instance.ID)
@@ -768,6 +799,9 @@ func (p *parser) finish() error {
 		}
 	}
 	sort.SliceStable(sc.Events, func(i, j int) bool { return sc.Events[i].At < sc.Events[j].At })
+	if err := p.finishLoad(); err != nil {
+		return err
+	}
 	p.deal(placed)
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 func TestParseErrors(t *testing.T) {
 	base := "task T1\ninstance A active=T1\n"
+	loadBase := base + "config worker_rate=10\nlimit 1h\nload 10\n"
 	cases := []struct {
 		text string
 		line int
@@ -37,6 +38,35 @@ func TestParseErrors(t *testing.T) {
 		{"tasks stateful=2\n", 0, "no instances"},
 		{"instance A\n", 0, "no tasks"},
 		{"task T1\ninstance A active=T1\ninstance B active=T1\n", 0, "active on both"},
+		{base + "load fast\n", 3, "not a number"},
+		{base + "load -5\n", 3, "load must be >= 0"},
+		{loadBase + "at 1m load x0\n", 6, "factor must be > 0"},
+		{loadBase + "at 1m load xx\n", 6, "not a number"},
+		{loadBase + "at 1m load x2 ramp\n", 6, "want `load"},
+		{loadBase + "at 1m load x2 ramp soon\n", 6, "not a duration"},
+		{loadBase + "at 1m load x2 slowly 1m\n", 6, "want `load"},
+		{base + "load x3\n", 3, "at time 0 is a rate"},
+		{loadBase + "at 1m load x2 ramp 1000h\n", 6, "longer than this simulator takes"},
+		{loadBase + "load 20\n", 6, "given twice"},
+		{base + "limit 1h\nconfig worker_rate=10\nat 1m load 20\n", 5, "load at time 0 is not set"},
+		{base + "limit 1h\nload 10\n", 4, "worker_rate"},
+		{base + "config worker_rate=10\nload 10\n", 4, "add `limit"},
+		{base + "config worker_rate=0\n", 3, "worker_rate must be > 0"},
+		{base + "autoscale baton\n", 3, "autoscale needs a load"},
+		{loadBase + "autoscale magic\n", 6, "want `autoscale baton"},
+		{loadBase + "autoscale\n", 6, "want `autoscale baton"},
+		{loadBase + "autoscale baton headroom=2\n", 6, "Headroom"},
+		{loadBase + "autoscale baton min=5 max=2\n", 6, "MaxInstances"},
+		{loadBase + "autoscale baton threshold=5\n", 6, "unknown setting"},
+		{loadBase + "autoscale baton interval=0s\n", 6, "interval must be > 0"},
+		{loadBase + "autoscale baton startup=later\n", 6, "not a duration"},
+		{loadBase + "autoscale lag-threshold threshold=0\n", 6, "threshold must be > 0"},
+		{loadBase + "autoscale lag-threshold min=0\n", 6, "min must be >= 1"},
+		{loadBase + "autoscale lag-threshold min=5 max=2\n", 6, "max (2) must be >= min (5)"},
+		{loadBase + "autoscale lag-threshold idle=yes\n", 6, "idle takes no value"},
+		{loadBase + "autoscale lag-threshold tolerance=1\n", 6, "tolerance must be below 1"},
+		{loadBase + "autoscale lag-threshold max=1e6\n", 6, "more instances than this simulator takes"},
+		{loadBase + "autoscale baton\nautoscale baton\n", 7, "given twice"},
 	}
 	for _, c := range cases {
 		_, err := ParseString("s.txt", c.text)
@@ -82,6 +112,7 @@ func FuzzParse(f *testing.F) {
 	f.Add("task T1\ninstance A active=T1\nat 1s join 2\nexpect balanced by 1m\n")
 	f.Add("tasks stateful=3 stateless=1 state=1..5\ninstances 2 racks=2\nat 1s restart i1 down=1s\n")
 	f.Add("at 1s capacity A 2\n")
+	f.Add("task T1\ninstance A\nconfig worker_rate=10\nlimit 1h\nload 10\nat 1m load x3 ramp 1m\nautoscale baton max=4\nautoscale lag-threshold threshold=5\n")
 	f.Fuzz(func(t *testing.T, text string) {
 		ParseString("fuzz", text)
 	})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -22,6 +23,7 @@ var simFlags struct {
 	seed     uint64
 	runs     int
 	keepFail string
+	scaler   string
 }
 
 var simCmd = &cobra.Command{
@@ -31,7 +33,11 @@ var simCmd = &cobra.Command{
 simulation driven by the real assignor, and prints a timeline, a summary and
 the verdict on the scenario's expectations. --compare runs every policy and
 prints the summaries side by side. --plot writes an SVG of unavailable tasks
-and tasks off balance over time.
+and tasks off balance over time (with load: instances and lag).
+
+A scenario with load and autoscale lines runs once per autoscaler, side by
+side: --autoscaler picks baton, lag-threshold (or lag), both or none
+(default: every autoscale line of the file).
 
 --chaos generates random scenarios from --seed, checks the assignor's
 guarantees at every rebalance and convergence at the end, and prints the
@@ -54,6 +60,7 @@ func init() {
 	f.Uint64Var(&simFlags.seed, "seed", 1, "chaos: the first seed")
 	f.IntVar(&simFlags.runs, "runs", 100, "chaos: how many scenarios, seeds seed, seed+1, ...")
 	f.StringVar(&simFlags.keepFail, "save-failures", "", "chaos: write each failing scenario to this directory")
+	f.StringVar(&simFlags.scaler, "autoscaler", "", "with load: baton, lag-threshold (or lag), both or none; default every autoscale line of the scenario")
 	rootCmd.AddCommand(simCmd)
 }
 
@@ -92,20 +99,30 @@ func runSim(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return usageErr(err)
 	}
+	scalers, err := simScalers(sc, simFlags.scaler)
+	if err != nil {
+		return usageErr(err)
+	}
 	var results []*sim.Result
 	failed := false
 	for _, p := range pols {
-		r, err := sim.Run(sc, p, sim.Options{Detail: simFlags.detail, Reasons: true})
-		if err != nil {
-			return err
-		}
-		results = append(results, r)
-		if !simFlags.quiet && !simFlags.compare {
-			fmt.Fprintf(out, "timeline (%s, policy %s)\n", sc.Name, p.Name)
-			if err := r.WriteTimeline(out); err != nil {
+		for _, a := range scalers {
+			r, err := sim.Run(sc, p, sim.Options{Detail: simFlags.detail, Reasons: true, Autoscaler: a})
+			if err != nil {
 				return err
 			}
-			fmt.Fprintln(out)
+			results = append(results, r)
+			if !simFlags.quiet && !simFlags.compare {
+				fmt.Fprintf(out, "timeline (%s, policy %s", sc.Name, p.Name)
+				if a != "" {
+					fmt.Fprintf(out, ", autoscaler %s", a)
+				}
+				fmt.Fprintln(out, ")")
+				if err := r.WriteTimeline(out); err != nil {
+					return err
+				}
+				fmt.Fprintln(out)
+			}
 		}
 	}
 	fmt.Fprintf(out, "summary: %s\n", sc.Name)
@@ -136,6 +153,36 @@ func runSim(cmd *cobra.Command, args []string) error {
 		return &exitError{code: 1, err: errors.New("sim: some expectations failed")}
 	}
 	return nil
+}
+
+// simScalers returns the autoscalers to run the scenario with; "" stands
+// for none.
+func simScalers(sc *sim.Scenario, flag string) ([]string, error) {
+	have := sc.AutoscalerKinds()
+	var want []string
+	switch flag {
+	case "":
+		if len(have) == 0 {
+			return []string{""}, nil
+		}
+		return have, nil
+	case "none":
+		return []string{""}, nil
+	case "both":
+		want = []string{sim.AutoscaleBaton, sim.AutoscaleLag}
+	case sim.AutoscaleBaton:
+		want = []string{sim.AutoscaleBaton}
+	case sim.AutoscaleLag, "lag":
+		want = []string{sim.AutoscaleLag}
+	default:
+		return nil, fmt.Errorf("sim: --autoscaler %q: want baton, lag-threshold, both or none", flag)
+	}
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return nil, fmt.Errorf("sim: --autoscaler %s: %s has no `autoscale %s` line", flag, sc.Name, w)
+		}
+	}
+	return want, nil
 }
 
 func runChaos(out io.Writer) error {
