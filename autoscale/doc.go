@@ -61,6 +61,12 @@
 //     lag is draining (the capacity to go is what drains it).
 //   - A window the history does not yet reach back across (just after New)
 //     allows no change in its direction.
+//   - The current count is Observation.Instances, except after a change
+//     the group has not reached yet (instances still starting, or still
+//     there after a scale-in): then it is the count recommended, so that
+//     a hold holds the group to where it is going and an autoscaler
+//     acting on it cancels nothing on its way. Recommendation.From says
+//     which count the rule worked from.
 //   - A change is at most MaxStep instances, when MaxStep is set.
 //   - A current count outside [MinInstances, MaxInstances] is brought
 //     back within them at once, whatever the windows say.

@@ -57,6 +57,7 @@ func TestAgainstNaive(t *testing.T) {
 		var naive naiveHistory
 		now := start
 		o := Observation{Instances: 1 + rng.IntN(12), WorkersPerInstance: 1 + rng.IntN(3)}
+		prev := 0 // the previous recommendation
 		for step := 0; step < 300; step++ {
 			now = now.Add(time.Duration(rng.IntN(21)) * time.Second)
 			o.Now = now
@@ -81,7 +82,13 @@ func TestAgainstNaive(t *testing.T) {
 						seed, step, w, lo, hi, covered, nlo, nhi, ncovered)
 				}
 			}
-			cur, got := o.Instances, rec.Instances
+			// The rule works from the observed count, or from its previous
+			// recommendation while the group has not reached it.
+			if rec.From != o.Instances && rec.From != prev {
+				t.Fatalf("seed %d step %d: worked from %d, neither the %d observed nor the %d recommended before", seed, step, rec.From, o.Instances, prev)
+			}
+			prev = rec.Instances
+			cur, got := rec.From, rec.Instances
 			inBounds := cur >= cfg.MinInstances && cur <= cfg.MaxInstances
 			switch {
 			case rec.Needed < cfg.MinInstances || rec.Needed > cfg.MaxInstances:

@@ -60,9 +60,16 @@ func (o Observation) validate() error {
 // Recommendation is the outcome of one evaluation.
 type Recommendation struct {
 	// Instances is the number of instances the group should run: a
-	// target, not a change. It equals Observation.Instances when the
-	// rule holds.
+	// target, not a change. It equals From when the rule holds.
 	Instances int
+
+	// From is the count the rule worked from: Observation.Instances, or,
+	// while the group has not reached an earlier recommendation (new
+	// instances still starting, or leaving ones still there), that
+	// recommendation. A hold holds the group to where it is going, not to
+	// where it is: an autoscaler acting on it never cancels instances
+	// still on their way.
+	From int
 
 	// Needed is what this observation alone calls for, within
 	// [MinInstances, MaxInstances]; Instances differs from it while the
@@ -89,6 +96,9 @@ type Recommender struct {
 	history   []sample  // by time; consecutive needs differ
 	last      time.Time // Now of the latest evaluation
 	evaluated bool      // whether there has been one
+	// target is the latest recommendation while the observed count has
+	// not reached it, else 0.
+	target int
 }
 
 // New returns a Recommender with the given config, or a *FieldError
@@ -116,10 +126,13 @@ func (r *Recommender) Recommend(o Observation) (Recommendation, error) {
 	r.last, r.evaluated = o.Now, true
 	cfg := r.cfg
 	cur := o.Instances
+	if r.target > 0 && r.target != o.Instances {
+		cur = r.target
+	}
 	need, why := r.need(o)
 	r.record(o.Now, need)
 
-	rec := Recommendation{Instances: cur, Needed: need}
+	rec := Recommendation{Instances: cur, Needed: need, From: cur}
 	var decision string
 	switch {
 	case cur < cfg.MinInstances:
@@ -161,6 +174,13 @@ func (r *Recommender) Recommend(o Observation) (Recommendation, error) {
 		}
 	default:
 		decision = fmt.Sprintf("hold %d", cur)
+	}
+	if cur != o.Instances {
+		decision += fmt.Sprintf(" (%d recommended before; %d run now)", cur, o.Instances)
+	}
+	r.target = 0
+	if rec.Instances != o.Instances {
+		r.target = rec.Instances
 	}
 	rec.Reason = why + "; " + decision
 	return rec, nil
