@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/autoscale"
-	"github.com/baton-streams/baton/internal/kafkatest"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -48,19 +47,7 @@ const perRecord = 2 * time.Millisecond
 // short.) A second instance joins: only the leader publishes the
 // recommendation.
 func TestInputLagAndDesiredInstances(t *testing.T) {
-	tg := kafkatest.ForTest(t)
-	in, appID := tg.Name("in"), tg.Name("slow")
-	tg.CreateTopic(t, in, 2, false)
-	b := topology.NewBuilder(appID)
-	b.AddSource("src", in)
-	b.AddProcessor("slow", topology.ProcessorFunc(func(topology.NodeContext, topology.Record) error {
-		time.Sleep(perRecord) // the work a record takes
-		return nil
-	}), "src")
-	top, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tg, in, appID, top := slowTopology(t, perRecord)
 	cfg := autoscale.DefaultConfig()
 	cfg.OutWindow = 0 // scale out on the first evaluation that needs it
 	cfg.Headroom = 1  // 400/s needs the capacity of 800/s: two workers
@@ -72,16 +59,7 @@ func TestInputLagAndDesiredInstances(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- app.Run(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			app.Leave()
-			if err := <-done; err != nil {
-				t.Errorf("instance %s: %v", id, err)
-			}
-		})
+		runUntilCleanup(t, app)
 		return app, reg
 	}
 

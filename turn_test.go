@@ -14,6 +14,42 @@ import (
 	"github.com/baton-streams/baton/topology"
 )
 
+// slowTopology creates a 2-partition input and returns the test's target,
+// the input, an app id and a topology whose one processor takes perRecord
+// a record.
+func slowTopology(t *testing.T, perRecord time.Duration) (tg *kafkatest.Target, in, appID string, top *topology.Topology) {
+	t.Helper()
+	tg = kafkatest.ForTest(t)
+	in, appID = tg.Name("in"), tg.Name("slow")
+	tg.CreateTopic(t, in, 2, false)
+	b := topology.NewBuilder(appID)
+	b.AddSource("src", in)
+	b.AddProcessor("slow", topology.ProcessorFunc(func(topology.NodeContext, topology.Record) error {
+		time.Sleep(perRecord) // the work a record takes
+		return nil
+	}), "src")
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg, in, appID, top
+}
+
+// runUntilCleanup runs app until the test ends; then it leaves at once,
+// and its Run must return nil.
+func runUntilCleanup(t *testing.T, app *App) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		app.Leave()
+		if err := <-done; err != nil {
+			t.Errorf("instance %s: %v", app.InstanceID(), err)
+		}
+	})
+}
+
 // TestSlowProcessorKeepsItsMembership: an instance whose processor takes
 // 20ms a record, with a backlog of 12s of work, answers a rebalance
 // within the rebalance timeout (3s) and keeps its membership: the second
@@ -26,19 +62,7 @@ func TestSlowProcessorKeepsItsMembership(t *testing.T) {
 		t.Skip("-short: works off a 12s backlog")
 	}
 	const perRecord = 20 * time.Millisecond
-	tg := kafkatest.ForTest(t)
-	in, appID := tg.Name("in"), tg.Name("slow")
-	tg.CreateTopic(t, in, 2, false)
-	b := topology.NewBuilder(appID)
-	b.AddSource("src", in)
-	b.AddProcessor("slow", topology.ProcessorFunc(func(topology.NodeContext, topology.Record) error {
-		time.Sleep(perRecord) // the work a record takes
-		return nil
-	}), "src")
-	top, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
+	tg, in, appID, top := slowTopology(t, perRecord)
 	prod := testProducer(t, tg.Brokers)
 	var recs []*kgo.Record
 	for i := range 600 { // 300 a partition: 12s of work for one worker
@@ -62,16 +86,7 @@ func TestSlowProcessorKeepsItsMembership(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- app.Run(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			app.Leave()
-			if err := <-done; err != nil {
-				t.Errorf("instance %s: %v", id, err)
-			}
-		})
+		runUntilCleanup(t, app)
 		return app
 	}
 	processed := func(app *App) (n int64, active int) {

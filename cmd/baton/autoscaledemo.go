@@ -298,16 +298,6 @@ func (s *scaler) start() (string, error) {
 // acting reports whether an instance is still draining. s.mu is held.
 func (s *scaler) acting() bool { return len(s.draining) > 0 }
 
-// isLive reports whether id is live. s.mu is held.
-func (s *scaler) isLive(id string) bool {
-	for _, l := range s.live {
-		if l == id {
-			return true
-		}
-	}
-	return false
-}
-
 // statuses returns the live instances' statuses.
 func (s *scaler) statuses() []baton.Status {
 	s.mu.Lock()
