@@ -38,6 +38,12 @@ type inputState struct {
 	rec     *autoscale.Recommender
 	prevLag int64
 	hasPrev bool
+	// positions are the active tasks' positions (task id, then topic) as
+	// the read under way began: its end offsets are compared with them,
+	// not with where the tasks are once the answer comes back (by then
+	// they may have processed past the ends read, and a task behind all
+	// the time would show no lag).
+	positions map[string]map[string]int64
 }
 
 func newInputState() inputState {
@@ -58,6 +64,14 @@ func (s *shell) readInput() {
 		return
 	}
 	s.input.reading = true
+	s.input.positions = map[string]map[string]int64{}
+	for _, t := range s.a.activeTasks() {
+		at := map[string]int64{}
+		for topic, o := range t.offsets {
+			at[topic] = o.Offset
+		}
+		s.input.positions[t.id] = at
+	}
 	s.a.readInputAsync(s.a.leads())
 }
 
@@ -147,7 +161,11 @@ func (s *shell) inputRead(r inputRead) {
 				continue
 			}
 			ends[topic] = end
-			positions[topic] = position(t, tp, committed, r.starts[tp])
+			if at, ok := s.input.positions[t.id][topic]; ok {
+				positions[topic] = at
+			} else {
+				positions[topic] = position(t, tp, committed, r.starts[tp])
+			}
 			rate += s.input.rates.rate(tp)
 		}
 		if len(ends) == 0 {

@@ -96,14 +96,22 @@ func TestInputLagAndDesiredInstances(t *testing.T) {
 		st = a.Status()
 		return st.Autoscale != nil && st.Autoscale.DesiredInstances > 1 && st.Autoscale.WorkerRate > 0 && st.Autoscale.InputRate > 0 &&
 			len(st.Tasks) == 2 && st.Tasks[0].Input != nil && st.Tasks[0].Input.Records > 0 && st.Tasks[0].Input.Seconds > 0
-	}, func() string { return fmt.Sprintf("status: %+v autoscale %+v", st, st.Autoscale) })
+	}, func() string {
+		var inputs []string
+		for _, ts := range st.Tasks {
+			if ts.Input != nil {
+				inputs = append(inputs, fmt.Sprintf("%s %+v", ts.ID, *ts.Input))
+			}
+		}
+		return fmt.Sprintf("status: %+v autoscale %+v; inputs %v", st, st.Autoscale, inputs)
+	})
 	as := st.Autoscale
 	t.Logf("worker rate %.0f/s; task 0_0 input %+v; recommendation %+v", st.WorkerRate, *st.Tasks[0].Input, *as)
 	if max := float64(time.Second / perRecord); st.WorkerRate > max || as.WorkerRate > max {
 		t.Errorf("worker rate %v (status) / %v (autoscale): more than the %v records a second a worker can do", st.WorkerRate, as.WorkerRate, max)
 	}
-	if as.Instances != 1 || as.WorkersPerInstance != 1 || as.Needed < as.DesiredInstances || !strings.Contains(as.Reason, "scale out 1 →") {
-		t.Errorf("autoscale = %+v, want 1 instance of 1 worker, scaling out", as)
+	if as.Instances != 1 || as.WorkersPerInstance != 1 || as.Needed < as.DesiredInstances || !strings.Contains(as.Reason, "scale out 1 →") && !strings.Contains(as.Reason, "recommended before; 1 run now") {
+		t.Errorf("autoscale = %+v, want 1 instance of 1 worker, scaling out (or holding the scale-out while the new instance is not there)", as)
 	}
 	for _, ts := range st.Tasks {
 		if ts.Role != "active" || ts.Input == nil || ts.Input.Rate <= 0 {
