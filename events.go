@@ -100,7 +100,8 @@ type Status struct {
 // offsets (every few seconds).
 type InputLag struct {
 	// Records is, summed over the task's input partitions, the end offset
-	// minus the task's position (the next offset it processes).
+	// minus the task's position (the next offset it processes) as the read
+	// began.
 	Records int64 `json:"records"`
 	// Seconds is 0 when Records is 0; otherwise the time of the read
 	// minus the timestamp of the last record the task processed, or,
