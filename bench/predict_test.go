@@ -249,3 +249,45 @@ func TestSimScenariosBadDir(t *testing.T) {
 		t.Errorf("RunScale with SimScenarios %s: %v, want an error naming it", bad, err)
 	}
 }
+
+// TestPrintPredictions: the table shows each prediction beside the
+// measured figure with its ratio, "-" where the measured figure is 0, and
+// the error of a prediction that failed.
+func TestPrintPredictions(t *testing.T) {
+	ms := time.Millisecond
+	ok := EventFigures{Window: Window{Event: EventOut, Balanced: 1}, TimeToBalance: 500 * ms, UnavailableTaskSeconds: 0.5, MaxUnavailable: 2, Rounds: 4,
+		Predicted: &Prediction{Balanced: true, TimeToBalance: 800 * ms, UnavailableTaskSeconds: 0.75, MaxUnavailable: 2, Rounds: 3,
+			Ratios: map[string]float64{FigureTimeToBalance: 1.6, FigureUnavailableSecs: 1.5, FigureMaxUnavailable: 1, FigureRounds: 0.75},
+			Params: ModelParams{RestoreRate: 20000, RestoreFrom: FromEvent, Join: 201 * ms, JoinFrom: FromRun, Sync: ms / 2, SyncFrom: FromAssumed}}}
+	bad := EventFigures{Window: Window{Event: EventIn, Balanced: 1}, Predicted: &Prediction{Error: "sim: no owner"}}
+	res := &ScaleResult{Runs: []PolicyRun{{Policy: "smooth", Events: []EventFigures{ok, bad}}}}
+	var b strings.Builder
+	if err := PrintScale(&b, res); err != nil {
+		t.Fatal(err)
+	}
+	var outLine, inLine string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.Contains(l, "sim/meas") || !strings.Contains(l, "smooth") {
+			continue
+		}
+		switch {
+		case strings.Contains(l, EventOut) && strings.Contains(l, "1.60"):
+			outLine = l
+		case strings.Contains(l, EventIn) && strings.Contains(l, "sim: no owner"):
+			inLine = l
+		}
+	}
+	want := []string{"0.5s", "0.8s", "1.60", "0.50", "0.75", "1.50", "20000 e", "201.0ms r", "0.5ms a"}
+	for _, w := range want {
+		if !strings.Contains(outLine, w) {
+			t.Errorf("prediction line %q lacks %q:\n%s", outLine, w, b.String())
+		}
+	}
+	// Fields: "out", "2->3", the policy, then three per figure.
+	if f := strings.Fields(outLine); len(f) < 18 || f[12] != "0" || f[13] != "0" || f[14] != "-" {
+		t.Errorf("restored on the critical path measured 0: want 0, 0 and no ratio; line %q", outLine)
+	}
+	if inLine == "" {
+		t.Errorf("no line with the failed prediction's error:\n%s", b.String())
+	}
+}
