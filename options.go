@@ -65,16 +65,24 @@ type config struct {
 	inputEvery time.Duration
 }
 
+// The defaults of WithHeartbeatInterval, WithSessionTimeout and
+// WithCommitInterval.
+const (
+	DefaultHeartbeatInterval = 200 * time.Millisecond
+	DefaultSessionTimeout    = 6 * time.Second
+	DefaultCommitInterval    = 200 * time.Millisecond
+)
+
 func defaults() config {
 	host, _ := os.Hostname()
 	return config{
 		workers:        1,
 		maxLearners:    assign.DefaultMaxLearners,
 		acceptableLag:  assign.DefaultAcceptableLag,
-		heartbeat:      200 * time.Millisecond,
-		session:        6 * time.Second,
+		heartbeat:      DefaultHeartbeatInterval,
+		session:        DefaultSessionTimeout,
 		rebalance:      10 * time.Second,
-		commitInterval: 200 * time.Millisecond,
+		commitInterval: DefaultCommitInterval,
 		drainTimeout:   60 * time.Second,
 		policy:         assign.Smooth,
 		instanceID:     fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), time.Now().UnixNano()&0xffff),

@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,6 +17,7 @@ import (
 	"github.com/baton-streams/baton"
 	"github.com/baton-streams/baton/assign"
 	"github.com/baton-streams/baton/internal/kafkatest"
+	"github.com/baton-streams/baton/sim"
 )
 
 // progressEvery returns samples of task on inst every step in [from, to).
@@ -128,6 +131,7 @@ func TestScaleSmoke(t *testing.T) {
 	skipShort(t)
 	cfg := SmokeScaleConfig()
 	cfg.Policies = []assign.Policy{assign.Smooth, assign.Eager}
+	cfg.SimScenarios = t.TempDir()
 	if testing.Verbose() {
 		cfg.Log = os.Stderr
 	}
@@ -160,6 +164,12 @@ func TestScaleSmoke(t *testing.T) {
 				t.Errorf("%s %s: unmoved gap %v (normal %v) over %d tasks, handover %v: a figure was not measured",
 					r.Policy, ef.Event, ef.UnmovedGap, ef.UnmovedNormal, ef.Unmoved, ef.HandoverMax)
 			}
+			// Every event moves tasks: some were unavailable, in some rounds.
+			if ef.UnavailableTaskSeconds <= 0 || ef.MaxUnavailable == 0 || ef.Rounds == 0 {
+				t.Errorf("%s %s: unavailable %v task-s, at most %d at once, %d rounds: a figure was not measured",
+					r.Policy, ef.Event, ef.UnavailableTaskSeconds, ef.MaxUnavailable, ef.Rounds)
+			}
+			checkPrediction(t, r.Policy, ef)
 			if r.Policy == string(assign.Eager) && ef.UnmovedRevoked == 0 {
 				t.Errorf("eager %s: no unmoved task was revoked, but eager revokes every task", ef.Event)
 			}
@@ -202,6 +212,47 @@ func TestScaleSmoke(t *testing.T) {
 	}
 	if !strings.Contains(table.String(), EventCrashStandby) {
 		t.Errorf("table lacks the last event:\n%s", table.String())
+	}
+	if !strings.Contains(table.String(), "sim/meas") {
+		t.Errorf("table lacks the predictions:\n%s", table.String())
+	}
+	t.Logf("\n%s", table.String())
+}
+
+// checkPrediction checks that the simulator predicted every figure of an
+// event of the smoke run, from a scenario the bench wrote, and that every
+// figure and ratio is a finite number. How close the prediction is is not
+// checked: it depends on the machine's load.
+func checkPrediction(t *testing.T, policy string, ef EventFigures) {
+	t.Helper()
+	p := ef.Predicted
+	if p == nil || p.Error != "" {
+		t.Errorf("%s %s: no prediction: %+v", policy, ef.Event, p)
+		return
+	}
+	b, err := os.ReadFile(p.Scenario)
+	if err != nil {
+		t.Errorf("%s %s: scenario not written: %v", policy, ef.Event, err)
+	} else if _, err := sim.Parse(p.Scenario, bytes.NewReader(b)); err != nil {
+		t.Errorf("%s %s: the scenario written does not parse: %v", policy, ef.Event, err)
+	}
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 }
+	if !p.Balanced || !finite(p.UnavailableTaskSeconds) || !finite(p.RestoredCritical) || !finite(p.Params.RestoreRate) || p.Params.RestoreRate <= 0 {
+		t.Errorf("%s %s: prediction %+v", policy, ef.Event, p)
+	}
+	if p.Rounds == 0 {
+		t.Errorf("%s %s: the simulator predicts no rebalance round", policy, ef.Event)
+	}
+	for _, fig := range []string{FigureTimeToBalance, FigureUnavailableSecs, FigureMaxUnavailable, FigureRounds} {
+		v, ok := p.Ratios[fig]
+		if !ok || !finite(v) {
+			t.Errorf("%s %s: ratio of %s: %v (present %v)", policy, ef.Event, fig, v, ok)
+		}
+	}
+	for fig, v := range p.Ratios {
+		if !finite(v) {
+			t.Errorf("%s %s: ratio of %s is %v", policy, ef.Event, fig, v)
+		}
 	}
 }
 

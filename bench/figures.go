@@ -77,10 +77,24 @@ type EventFigures struct {
 	Cold              int           `json:"cold"`
 	// SteadyRate is records/s processed by the group in the baseline;
 	// MinRate the lowest 1-second rate during the event; Dip their ratio.
-	SteadyRate float64       `json:"steady_rate"`
-	MinRate    float64       `json:"min_rate"`
-	Dip        float64       `json:"dip"`
-	Tasks      []TaskFigures `json:"tasks"`
+	SteadyRate float64 `json:"steady_rate"`
+	MinRate    float64 `json:"min_rate"`
+	Dip        float64 `json:"dip"`
+	// UnavailableTaskSeconds is the sum over tasks of the time each was
+	// unavailable during the event, and MaxUnavailable the most tasks
+	// unavailable at once: a task is unavailable from its last record on
+	// an owner that gave it up (or, lacking one, its revoke) until the
+	// first record of its next owner (or the window's end). A crashed
+	// owner reports nothing: its last progress sample is the last record.
+	UnavailableTaskSeconds float64 `json:"unavailable_task_seconds"`
+	MaxUnavailable         int     `json:"max_unavailable"`
+	// Rounds is the rebalance rounds during the event: the generations
+	// for which a leader computed a plan (EventLeader) in the window.
+	Rounds int `json:"rounds"`
+	// Predicted is the simulator's prediction of the same event, with
+	// its ratios to the figures above; nil when none was made.
+	Predicted *Prediction   `json:"predicted,omitempty"`
+	Tasks     []TaskFigures `json:"tasks"`
 }
 
 // Analyze computes the figures of one event from a recording. stateful
@@ -181,6 +195,12 @@ func Analyze(rec Recording, w Window, stateful func(task string) bool) EventFigu
 		ef.HandoverMax = handovers[len(handovers)-1]
 		ef.HandoverMedian = handovers[len(handovers)/2]
 	}
+	var spans []span
+	for _, tf := range ef.Tasks {
+		spans = append(spans, unavailable(rec, byTask[tf.Task], w, tf)...)
+	}
+	ef.UnavailableTaskSeconds, ef.MaxUnavailable = sumSpans(spans)
+	ef.Rounds = rounds(rec, w)
 	ef.SteadyRate, ef.MinRate = rates(rec.Progress, w)
 	if ef.SteadyRate > 0 {
 		ef.Dip = ef.MinRate / ef.SteadyRate
@@ -305,4 +325,143 @@ func rates(ps []Progress, w Window) (steady, lowest float64) {
 		lowest = 0
 	}
 	return steady, lowest
+}
+
+// span is a time a task was unavailable.
+type span struct{ from, to time.Duration }
+
+// unavailable returns the times task tf.Task was unavailable during the
+// window, clipped to it and merged. ps are its progress samples, sorted.
+// Every revoke or loss of the task starts one: from the owner's last
+// record of it (its EventLastRecord, else its last progress sample, else
+// the revoke itself) until the first record after that on any instance.
+// A moved task whose old owner reported no revoke (it crashed) is
+// unavailable from its last sample there until its new owner's first
+// record.
+func unavailable(rec Recording, ps []Progress, w Window, tf TaskFigures) []span {
+	var out []span
+	at := func(e baton.Event) time.Duration { return e.Time.Sub(rec.Start) }
+	// firstAfter is the first record of the task after t, on any
+	// instance. A progress sample of the instance that stopped may show
+	// records it processed before t, so only the first-record events
+	// count for it.
+	firstAfter := func(t time.Duration, stopped string) time.Duration {
+		first := time.Duration(-1)
+		for _, e := range rec.Events {
+			if e.Kind == baton.EventFirstRecord && e.Task == tf.Task && at(e) > t && (first < 0 || at(e) < first) {
+				first = at(e)
+			}
+		}
+		for _, p := range ps {
+			if p.At > t && p.Instance != stopped && (first < 0 || p.At < first) {
+				first = p.At
+				break
+			}
+		}
+		if first < 0 || first > w.End {
+			return w.End
+		}
+		return first
+	}
+	// lastOn is the last moment inst processed the task at or before t,
+	// not before floor; -1 if none.
+	lastOn := func(inst string, floor, t time.Duration) time.Duration {
+		last := time.Duration(-1)
+		for _, e := range rec.Events {
+			if e.Kind == baton.EventLastRecord && e.Task == tf.Task && e.Instance == inst && at(e) >= floor && at(e) <= t {
+				last = max(last, at(e))
+			}
+		}
+		if last >= 0 {
+			return last
+		}
+		for _, p := range ps {
+			if p.Instance == inst && p.At >= floor && p.At <= t {
+				last = p.At
+			}
+		}
+		return last
+	}
+	stoppedOnFrom := false
+	var floor time.Duration = w.Start - w.Baseline
+	var stops []baton.Event
+	for _, e := range rec.Events {
+		if e.Task == tf.Task && (e.Kind == baton.EventRevoked || e.Kind == baton.EventLost) && at(e) >= w.Start && at(e) <= w.End {
+			stops = append(stops, e)
+		}
+	}
+	sort.SliceStable(stops, func(i, j int) bool { return stops[i].Time.Before(stops[j].Time) })
+	for _, e := range stops {
+		from := lastOn(e.Instance, floor, at(e))
+		if from < 0 {
+			from = at(e)
+		}
+		to := firstAfter(from, e.Instance)
+		if e.Instance == tf.From {
+			stoppedOnFrom = true
+		}
+		out = append(out, span{from, to})
+		floor = to
+	}
+	if tf.Moved && !stoppedOnFrom {
+		// The old owner stopped without a word: a crash.
+		if from := lastOn(tf.From, w.Start-w.Baseline, w.End); from >= 0 {
+			out = append(out, span{from, firstAfter(from, tf.From)})
+		}
+	}
+	// Clip to the window and merge overlaps.
+	var merged []span
+	sort.Slice(out, func(i, j int) bool { return out[i].from < out[j].from })
+	for _, s := range out {
+		s.from = max(s.from, w.Start)
+		s.to = min(s.to, w.End)
+		if s.to <= s.from {
+			continue
+		}
+		if n := len(merged); n > 0 && s.from <= merged[n-1].to {
+			merged[n-1].to = max(merged[n-1].to, s.to)
+			continue
+		}
+		merged = append(merged, s)
+	}
+	return merged
+}
+
+// sumSpans returns the task-seconds the spans cover and the most of them
+// that overlap at one instant.
+func sumSpans(spans []span) (taskSeconds float64, most int) {
+	type edge struct {
+		at time.Duration
+		d  int
+	}
+	var edges []edge
+	for _, s := range spans {
+		taskSeconds += (s.to - s.from).Seconds()
+		edges = append(edges, edge{s.from, 1}, edge{s.to, -1})
+	}
+	// Ends before starts at the same instant: touching spans do not overlap.
+	sort.Slice(edges, func(i, j int) bool {
+		if edges[i].at != edges[j].at {
+			return edges[i].at < edges[j].at
+		}
+		return edges[i].d < edges[j].d
+	})
+	n := 0
+	for _, e := range edges {
+		n += e.d
+		most = max(most, n)
+	}
+	return taskSeconds, most
+}
+
+// rounds counts the generations for which a leader computed a plan
+// during the window.
+func rounds(rec Recording, w Window) int {
+	gens := map[int32]bool{}
+	for _, e := range rec.Events {
+		if at := e.Time.Sub(rec.Start); e.Kind == baton.EventLeader && at >= w.Start && at <= w.End {
+			gens[e.Generation] = true
+		}
+	}
+	return len(gens)
 }

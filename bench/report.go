@@ -59,6 +59,9 @@ func PrintScale(w io.Writer, res *ScaleResult) error {
 		return err
 	}
 	fmt.Fprintln(w)
+	if err := printPredictions(w, events, res); err != nil {
+		return err
+	}
 	for _, r := range res.Runs {
 		status := fmt.Sprintf("verified %d words (%d over-counted after crashes)", r.Words, r.OverCounted)
 		if r.Error != "" {
@@ -93,3 +96,69 @@ func WriteJSON(dir, name string, v any) (string, error) {
 	path := filepath.Join(dir, name)
 	return path, os.WriteFile(path, append(b, '\n'), 0o644)
 }
+
+// printPredictions writes, for each event and policy, every figure the
+// simulator predicts beside the measured one and their ratio, and the
+// model's measured parameters (a letter says where each came from: e
+// measured in the event, r over the run before it, a assumed).
+func printPredictions(w io.Writer, events []string, res *ScaleResult) error {
+	fmt.Fprintln(w, "measured against the simulator's prediction (sim/meas: predicted / measured)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "event\tpolicy\tbalanced\tsim\tsim/meas\tunavailable task-s\tsim\tsim/meas\tmost unavailable\tsim\tsim/meas\t"+
+		"restored (critical path)\tsim\tsim/meas\trounds\tsim\tsim/meas\trestore/s\tjoin\tsync\t")
+	from := map[string]string{FromEvent: "e", FromRun: "r", FromAssumed: "a"}
+	for _, name := range events {
+		for _, r := range res.Runs {
+			var ef *EventFigures
+			for i := range r.Events {
+				if r.Events[i].Event == name {
+					ef = &r.Events[i]
+				}
+			}
+			if ef == nil {
+				continue
+			}
+			bal := "never"
+			if ef.Balanced > 0 {
+				bal = secs(ef.TimeToBalance)
+			}
+			p := ef.Predicted
+			if p == nil || p.Error != "" {
+				why := "no prediction"
+				if p != nil {
+					why = p.Error
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t\t\t%.2f\t\t\t%d\t\t\t%d\t\t\t%d\t\t\t\t\t\t%s\n", name, r.Policy, bal,
+					ef.UnavailableTaskSeconds, ef.MaxUnavailable, ef.ReplayedSum, ef.Rounds, why)
+				continue
+			}
+			ratio := func(fig string) string {
+				if v, ok := p.Ratios[fig]; ok {
+					return fmt.Sprintf("%.2f", v)
+				}
+				return "-"
+			}
+			pbal := "never"
+			if p.Balanced {
+				pbal = secs(p.TimeToBalance)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t%s\t%d\t%d\t%s\t%d\t%.0f\t%s\t%d\t%d\t%s\t%.0f %s\t%s %s\t%s %s\t\n",
+				name, r.Policy, bal, pbal, ratio(FigureTimeToBalance),
+				ef.UnavailableTaskSeconds, p.UnavailableTaskSeconds, ratio(FigureUnavailableSecs),
+				ef.MaxUnavailable, p.MaxUnavailable, ratio(FigureMaxUnavailable),
+				ef.ReplayedSum, p.RestoredCritical, ratio(FigureRestoredCritical),
+				ef.Rounds, p.Rounds, ratio(FigureRounds),
+				p.Params.RestoreRate, from[p.Params.RestoreFrom], msec(p.Params.Join), from[p.Params.JoinFrom], msec(p.Params.Sync), from[p.Params.SyncFrom])
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "(restore/s, join, sync: the model's parameters; e measured in the event, r over the run before it, a assumed)")
+	fmt.Fprintln(w)
+	return nil
+}
+
+// msec prints a duration in milliseconds with a decimal: round trips are
+// often under one.
+func msec(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }

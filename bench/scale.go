@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -30,8 +31,18 @@ type ScaleConfig struct {
 	// Brokers, if set, is a cluster to run on instead of a fresh embedded
 	// one per policy (topic names and application ids unique to the run).
 	Brokers []string `json:"brokers,omitempty"`
-	// Options are added to every instance's (e.g. a heartbeat interval).
+	// Heartbeat and Session are the instances' group heartbeat interval
+	// and session timeout (0: baton's defaults). They are fields rather
+	// than Options because the simulator's scenarios need them.
+	Heartbeat time.Duration `json:"heartbeat_ns,omitempty"`
+	Session   time.Duration `json:"session_ns,omitempty"`
+	// Options are added to every instance's.
 	Options []baton.Option `json:"-"`
+	// SimScenarios, if set, is a directory (created if missing) where the
+	// bench writes each event's scenario for `baton sim`, named
+	// POLICY-EVENT.txt. The prediction beside each event's figures is
+	// computed from that scenario whether or not it is written.
+	SimScenarios string `json:"sim_scenarios,omitempty"`
 	// Log, if set, receives a line per step as the script runs.
 	Log io.Writer `json:"-"`
 }
@@ -49,7 +60,8 @@ func SmokeScaleConfig() ScaleConfig {
 	c := DefaultScaleConfig()
 	c.Keys, c.Rate, c.Partitions, c.AcceptableLag = 3000, 300, 6, 50
 	c.Steady, c.Settle, c.Timeout = 1200*time.Millisecond, 800*time.Millisecond, 60*time.Second
-	c.Options = []baton.Option{baton.WithSessionTimeout(time.Second), baton.WithRebalanceTimeout(3 * time.Second)}
+	c.Session = time.Second
+	c.Options = []baton.Option{baton.WithRebalanceTimeout(3 * time.Second)}
 	return c
 }
 
@@ -115,6 +127,11 @@ type PolicyRun struct {
 // still run; the error returned is the first one.
 func RunScale(ctx context.Context, cfg ScaleConfig) (*ScaleResult, error) {
 	cfg = cfg.withDefaults()
+	if cfg.SimScenarios != "" {
+		if err := os.MkdirAll(cfg.SimScenarios, 0o755); err != nil {
+			return nil, fmt.Errorf("bench: directory for the sim scenarios %q: %w", cfg.SimScenarios, err)
+		}
+	}
 	res := &ScaleResult{Config: cfg}
 	var first error
 	for _, p := range cfg.Policies {
@@ -144,6 +161,8 @@ type script struct {
 	rec    *Recorder
 	run    *PolicyRun
 	flow   *flow // the steady input, once started
+	// before is the group as it was just before the event in progress.
+	before []groupMember
 }
 
 func (s *script) logf(format string, args ...any) {
@@ -151,8 +170,15 @@ func (s *script) logf(format string, args ...any) {
 }
 
 func (s *script) start(id string, standbys int) (*instance, error) {
-	opts := append([]baton.Option{baton.WithPolicy(s.policy), baton.WithStandbys(standbys),
-		baton.WithAcceptableLag(s.cfg.AcceptableLag)}, s.cfg.Options...)
+	opts := []baton.Option{baton.WithPolicy(s.policy), baton.WithStandbys(standbys),
+		baton.WithAcceptableLag(s.cfg.AcceptableLag)}
+	if s.cfg.Heartbeat > 0 {
+		opts = append(opts, baton.WithHeartbeatInterval(s.cfg.Heartbeat))
+	}
+	if s.cfg.Session > 0 {
+		opts = append(opts, baton.WithSessionTimeout(s.cfg.Session))
+	}
+	opts = append(opts, s.cfg.Options...)
 	in, err := s.e.start(instanceConfig{appID: "wc" + s.e.suffix, id: id, opts: opts, listener: s.rec.Listen})
 	if err != nil {
 		return nil, err
@@ -219,18 +245,20 @@ func (s *script) play() error {
 	s.pause(s.cfg.Steady)
 
 	// out: a third instance joins.
+	s.snapshot(i1, i2)
 	t0 := s.now()
 	i3, err := s.start("i3", 0)
 	if err != nil {
 		return err
 	}
-	if err := s.event(EventOut, t0, i1, i2, i3); err != nil {
+	if err := s.event(EventOut, t0, simEvent{"join", "i3"}, i1, i2, i3); err != nil {
 		return err
 	}
 	// in: i3 drains.
+	s.snapshot(i1, i2, i3)
 	t0 = s.now()
 	i3.drain()
-	if err := s.event(EventIn, t0, i1, i2); err != nil {
+	if err := s.event(EventIn, t0, simEvent{"leave", "i3"}, i1, i2); err != nil {
 		return err
 	}
 	if err := i3.wait(s.cfg.Timeout); err != nil {
@@ -245,9 +273,10 @@ func (s *script) play() error {
 		return err
 	}
 	s.pause(s.cfg.Steady)
+	s.snapshot(i1, i2, i4)
 	t0 = s.now()
 	i4.crash()
-	err = s.event(EventCrash, t0, i1, i2)
+	err = s.event(EventCrash, t0, simEvent{"crash", "i4"}, i1, i2)
 	i4.kill()
 	if err != nil {
 		return err
@@ -278,16 +307,28 @@ func (s *script) play() error {
 		return err
 	}
 	s.pause(s.cfg.Steady)
+	s.snapshot(j1, j2, j3)
 	t0 = s.now()
 	j3.crash()
-	err = s.event(EventCrashStandby, t0, j1, j2)
+	err = s.event(EventCrashStandby, t0, simEvent{"crash", "j3"}, j1, j2)
 	j3.kill()
 	return err
 }
 
+// snapshot keeps the group's statuses just before an event: the
+// simulator's scenario of the event starts from them.
+func (s *script) snapshot(group ...*instance) {
+	s.before = s.before[:0]
+	for _, in := range group {
+		s.before = append(s.before, groupMember{id: in.id, status: in.app.Status()})
+	}
+}
+
 // event waits for the group of live instances to be balanced again after
-// an action taken at t0, then records the event's figures.
-func (s *script) event(name string, t0 time.Duration, live ...*instance) error {
+// an action taken at t0, then records the event's figures and the
+// simulator's prediction of them (act is the action, as the scenario
+// says it).
+func (s *script) event(name string, t0 time.Duration, act simEvent, live ...*instance) error {
 	s.logf("event %s", name)
 	balancedAt, err := s.balancedSince(name, live...)
 	w := Window{Event: name, Start: t0, Balanced: balancedAt, Baseline: s.cfg.Steady}
@@ -296,10 +337,17 @@ func (s *script) event(name string, t0 time.Duration, live ...*instance) error {
 		s.pause(s.cfg.Steady - s.cfg.Settle) // the next event's baseline
 	}
 	s.rec.Sample()
-	ef := Analyze(s.rec.Snapshot(), w, isStateful)
+	rec := s.rec.Snapshot()
+	ef := Analyze(rec, w, isStateful)
+	pr, perr := predict(scenarioInput{policy: string(s.policy), event: name, cfg: s.cfg, before: s.before, action: act, rec: rec, w: w},
+		&ef, s.cfg.SimScenarios)
+	ef.Predicted = pr
 	s.run.Events = append(s.run.Events, ef)
 	s.logf("  balanced after %.2fs; %d moved, longest handover %v, unmoved pause x%.2f, replayed %d",
 		ef.TimeToBalance.Seconds(), ef.Moved, ef.HandoverMax.Round(time.Millisecond), ef.UnmovedPause, ef.ReplayedSum)
+	if err == nil {
+		err = perr
+	}
 	return err
 }
 

@@ -273,6 +273,13 @@ func newEngine(sc *Scenario, pol Policy, opt Options) (*engine, error) {
 			c.role = lifecycle.Standby
 			in.rolesOld = true
 		}
+		for _, d := range is.Disk {
+			// In no role and not following: its lag grows as its task
+			// moves on, like state a move left behind.
+			ti := e.taskIx[d.Task]
+			c := e.copyOf(in, ti)
+			c.pos = math.Max(0, e.tasks[ti].endBase-d.Lag)
+		}
 	}
 	for _, t := range e.tasks {
 		if t.owner < 0 {

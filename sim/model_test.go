@@ -97,3 +97,25 @@ at 10s crash A
 		t.Errorf("unavailable %v task-seconds, want 21.2", r.UnavailableTaskSeconds)
 	}
 }
+
+// TestDiskState: state an instance holds on disk in no role counts with
+// its lag. B holds T1's state 500 records behind, within the acceptable
+// lag, so when A drains T1 moves to B at once and B restores those 500 on
+// the critical path; without it B must learn T1 from scratch first.
+func TestDiskState(t *testing.T) {
+	const group = `
+timing heartbeat=1s join=100ms sync=100ms
+config acceptable_lag=1000
+task T1 state=1e5 rate=0
+instance A active=T1 restore=1e4
+at 10s leave A
+`
+	warm := runText(t, "smooth", group+"instance B restore=1e4 disk=T1:500\n")
+	if _, learned := entryAt(warm, "learner", "B learns T1"); learned || warm.RestoredCritical != 500 || !warm.Balanced || warm.TimeToBalance > 3*time.Second {
+		t.Errorf("with T1 on B's disk: learner %v, restored %v, balanced after %v; want no learner, 500, within 3s", learned, warm.RestoredCritical, warm.TimeToBalance)
+	}
+	cold := runText(t, "smooth", group+"instance B restore=1e4\n")
+	if _, learned := entryAt(cold, "learner", "B learns T1"); !learned || cold.TimeToBalance < 9*time.Second {
+		t.Errorf("without: learner %v, balanced after %v; want a learner restoring for 9.9s", learned, cold.TimeToBalance)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -99,6 +100,17 @@ type InstanceSpec struct {
 	// Active and Standby place tasks explicitly; tasks placed nowhere are
 	// dealt to the instances in proportion to capacity.
 	Active, Standby []assign.TaskID
+	// Disk is state of stateful tasks the instance holds on disk at time
+	// 0 in no role (left there by an earlier move), each some records
+	// behind its changelog's end.
+	Disk []DiskCopy
+}
+
+// DiskCopy is a task's state on an instance's disk, Lag records behind
+// the changelog's end.
+type DiskCopy struct {
+	Task assign.TaskID
+	Lag  float64
 }
 
 // EventKind names what happens in an Event.
@@ -544,13 +556,36 @@ func (p *parser) newInstanceID(id string) error {
 	return nil
 }
 
-// instance ID [capacity=N] [restore=N] [rack=R] [active=T,T] [standby=T,T]
+// diskList parses `T:LAG,T:LAG`.
+func (p *parser) diskList(v string) ([]DiskCopy, error) {
+	var out []DiskCopy
+	for _, item := range strings.Split(v, ",") {
+		if item == "" {
+			continue
+		}
+		id, lag, ok := strings.Cut(item, ":")
+		if !ok {
+			return nil, p.errf("disk=%q: want TASK:LAG, the records the state is behind its changelog's end", item)
+		}
+		if _, err := p.taskList("disk", id); err != nil {
+			return nil, err
+		}
+		n, err := p.num("disk lag of "+id, lag, 0)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, DiskCopy{Task: assign.TaskID(id), Lag: n})
+	}
+	return out, nil
+}
+
+// instance ID [capacity=N] [restore=N] [rack=R] [active=T,T] [standby=T,T] [disk=T:LAG,T:LAG]
 func (p *parser) parseInstance(args []string) error {
 	if len(args) == 0 || strings.Contains(args[0], "=") {
-		return p.errf("want `instance ID [capacity=N] [restore=N] [rack=R] [active=T,..] [standby=T,..]`")
+		return p.errf("want `instance ID [capacity=N] [restore=N] [rack=R] [active=T,..] [standby=T,..] [disk=T:LAG,..]`")
 	}
 	active, standby := lifecycle.Active.String(), lifecycle.Standby.String()
-	m, err := p.kv(args[1:], "capacity", "restore", "rack", active, standby)
+	m, err := p.kv(args[1:], "capacity", "restore", "rack", active, standby, "disk")
 	if err != nil {
 		return err
 	}
@@ -565,6 +600,9 @@ func (p *parser) parseInstance(args []string) error {
 		return err
 	}
 	if spec.Standby, err = p.taskList(standby, m[standby]); err != nil {
+		return err
+	}
+	if spec.Disk, err = p.diskList(m["disk"]); err != nil {
 		return err
 	}
 	p.sc.Instances = append(p.sc.Instances, spec)
@@ -795,6 +833,16 @@ func (p *parser) finish() error {
 			}
 			if !sc.Tasks[p.taskIdx[id]].Stateful {
 				return &ParseError{Name: p.name, Msg: fmt.Sprintf("instance %q: stateless task %q cannot be a %s", in.ID, id, lifecycle.Standby)}
+			}
+		}
+		onDisk := map[assign.TaskID]bool{}
+		for _, d := range in.Disk {
+			if roles[d.Task] || onDisk[d.Task] || slices.Contains(in.Standby, d.Task) {
+				return &ParseError{Name: p.name, Msg: fmt.Sprintf("instance %q holds task %q on disk twice, or on disk and in a role (a role's copy is on disk already)", in.ID, d.Task)}
+			}
+			onDisk[d.Task] = true
+			if !sc.Tasks[p.taskIdx[d.Task]].Stateful {
+				return &ParseError{Name: p.name, Msg: fmt.Sprintf("instance %q: stateless task %q has no state on disk", in.ID, d.Task)}
 			}
 		}
 	}

@@ -67,6 +67,12 @@ func TestParseErrors(t *testing.T) {
 		{loadBase + "autoscale lag-threshold tolerance=1\n", 6, "tolerance must be below 1"},
 		{loadBase + "autoscale lag-threshold max=1e6\n", 6, "more instances than this simulator takes"},
 		{loadBase + "autoscale baton\nautoscale baton\n", 7, "given twice"},
+		{"task T1\ninstance A disk=T9:5\n", 2, "unknown task"},
+		{"task T1\ninstance A disk=T1\n", 2, "want TASK:LAG"},
+		{"task T1\ninstance A disk=T1:-5\n", 2, "must be >= 0"},
+		{"task T1\ntask T2 stateless\ninstance A active=T1 disk=T2:5\n", 0, "no state on disk"},
+		{"task T1\ninstance A active=T1 disk=T1:5\n", 0, "on disk and in a role"},
+		{"task T1 T2\ninstance A active=T1 standby=T2 disk=T2:5\n", 0, "on disk and in a role"},
 	}
 	for _, c := range cases {
 		_, err := ParseString("s.txt", c.text)

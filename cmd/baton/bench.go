@@ -79,6 +79,7 @@ func benchScaleCmd() *cobra.Command {
 		cfg      bench.ScaleConfig
 		verbose  bool
 		brokers  []string
+		simDir   string
 	)
 	cmd := &cobra.Command{
 		Use:   "scale",
@@ -90,7 +91,15 @@ steady input (--rate lines/s); a third joins (out), drains (in), another joins
 and crashes (its connections cut), and three instances with one standby per
 task lose one. For every event it measures the pause of unmoved tasks against
 their normal gap, the handover gap of moved tasks, the records restored on
-the critical path, the time to balance and the throughput dip.`,
+the critical path, the time to balance and the throughput dip.
+
+Beside those, it prints the simulator's prediction of each event (time to
+balance, unavailable task-seconds, most tasks unavailable at once, records
+restored on the critical path, rebalance rounds) and the ratio predicted /
+measured. The prediction runs package sim in-process on a scenario of the
+group as it was before the event, with the restore rate and JoinGroup and
+SyncGroup times measured in the run; --sim-scenarios DIR writes those
+scenarios, one file per policy and event, for ` + "`baton sim`" + `.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			base := bench.DefaultScaleConfig()
@@ -122,6 +131,12 @@ the critical path, the time to balance and the throughput dip.`,
 				base.Log = cmd.ErrOrStderr()
 			}
 			base.Brokers = brokers
+			if simDir != "" {
+				if err := os.MkdirAll(simDir, 0o755); err != nil {
+					return usageErr(fmt.Errorf("bench scale: --sim-scenarios %q: cannot create the directory: %w", simDir, err))
+				}
+				base.SimScenarios = simDir
+			}
 			res, err := bench.RunScale(benchContext(cmd), base)
 			w := cmd.OutOrStdout()
 			if res != nil {
@@ -147,6 +162,7 @@ the critical path, the time to balance and the throughput dip.`,
 	f.StringVar(&out, "out", "", "directory for scale.json and scale.svg")
 	f.BoolVarP(&verbose, "verbose", "v", false, "narrate the script on stderr")
 	f.StringSliceVar(&brokers, "brokers", nil, "run on this cluster (host:port,...) instead of a fresh embedded one per policy")
+	f.StringVar(&simDir, "sim-scenarios", "", "directory (created if missing) for each event's scenario for baton sim, POLICY-EVENT.txt")
 	return cmd
 }
 
