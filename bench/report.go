@@ -27,12 +27,7 @@ func PrintScale(w io.Writer, res *ScaleResult) error {
 	}
 	for _, name := range events {
 		for _, r := range res.Runs {
-			var ef *EventFigures
-			for i := range r.Events {
-				if r.Events[i].Event == name {
-					ef = &r.Events[i]
-				}
-			}
+			ef := r.event(name)
 			if ef == nil {
 				fmt.Fprintf(tw, "%s\t%s\t(not run)\t\t\t\t\t\t\t\t\t\t\t\t\n", name, r.Policy)
 				continue
@@ -97,6 +92,18 @@ func WriteJSON(dir, name string, v any) (string, error) {
 	return path, os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
+// event returns the run's figures of the named event, or nil if it did
+// not run (the last, should a name repeat).
+func (r *PolicyRun) event(name string) *EventFigures {
+	var ef *EventFigures
+	for i := range r.Events {
+		if r.Events[i].Event == name {
+			ef = &r.Events[i]
+		}
+	}
+	return ef
+}
+
 // printPredictions writes, for each event and policy, every figure the
 // simulator predicts beside the measured one and their ratio, and the
 // model's measured parameters (a letter says where each came from: e
@@ -109,12 +116,7 @@ func printPredictions(w io.Writer, events []string, res *ScaleResult) error {
 	from := map[string]string{FromEvent: "e", FromRun: "r", FromAssumed: "a"}
 	for _, name := range events {
 		for _, r := range res.Runs {
-			var ef *EventFigures
-			for i := range r.Events {
-				if r.Events[i].Event == name {
-					ef = &r.Events[i]
-				}
-			}
+			ef := r.event(name)
 			if ef == nil {
 				continue
 			}
