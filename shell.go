@@ -163,8 +163,13 @@ func (a *App) loop(ctx context.Context) error {
 		if s.rewinding {
 			requests = nil
 		}
+		// Records left from the last turn are dispatched again between
+		// other work, but not while dispatch would return at once (a
+		// commit holds processing, or the input rewinds): the loop would
+		// spin. A finished commit dispatches again itself; after a rewind
+		// this case does.
 		var more chan struct{}
-		if s.behind {
+		if s.behind && !a.commit.exclusive() && !s.rewinding {
 			more = ready
 		}
 		select {
