@@ -2,6 +2,8 @@ package baton
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,7 +36,10 @@ type task struct {
 	replayed   int64     // records restored after becoming active
 	first      bool      // first record processed since assigned
 	lastRecord time.Time // timestamp of the record in process, or of the last one
-	lastAt     time.Time // when the last record was processed
+	// stamp is the event time of the record in process: what it sends
+	// and writes carries it.
+	stamp  time.Time
+	lastAt time.Time // when the last record was processed
 
 	processed atomic.Int64
 	// restored counts changelog records restored into the stores while
@@ -117,8 +122,12 @@ type taskContext struct {
 	t *task
 }
 
-func (c *taskContext) TaskID() string   { return c.t.id }
-func (c *taskContext) Partition() int32 { return c.t.part }
+func (c *taskContext) TaskID() string { return c.t.id }
+
+// SetTimestamp is called by the task with the record's event time (after
+// its timestamp extractor): what it sends and writes carries that time.
+func (c *taskContext) SetTimestamp(ts time.Time) { c.t.stamp = ts }
+func (c *taskContext) Partition() int32          { return c.t.part }
 func (c *taskContext) Store(name string) topology.Store {
 	s, ok := c.t.stores[name]
 	if !ok {
@@ -132,7 +141,7 @@ func (c *taskContext) Send(topic string, key, value []byte) error {
 	if err != nil {
 		return err
 	}
-	rec := &kgo.Record{Topic: topic, Partition: topology.Partition(key, n), Key: clone(key), Value: clone(value), Timestamp: c.t.lastRecord}
+	rec := &kgo.Record{Topic: topic, Partition: topology.Partition(key, n), Key: clone(key), Value: clone(value), Timestamp: c.t.stamp}
 	c.a.produce(rec, c.a.produced)
 	return nil
 }
@@ -165,6 +174,58 @@ func (v *storeView) Get(key []byte) ([]byte, bool, error) {
 	return v.s.st.Get(key)
 }
 
+// Iterate merges the task's writes not yet applied (the sealed ones, then
+// the pending ones, the newest winning) with the store's data, in key
+// order. The writes are snapshotted first, so fn may write.
+func (v *storeView) Iterate(start, end []byte, fn func(key, value []byte) error) error {
+	in := func(k string) bool {
+		return (start == nil || k >= string(start)) && (end == nil || k < string(end))
+	}
+	over := map[string]pendingWrite{}
+	for _, sl := range v.s.sealed {
+		for k, w := range sl.writes {
+			if in(k) {
+				over[k] = w
+			}
+		}
+	}
+	for k, w := range v.s.pending {
+		if in(k) {
+			over[k] = w
+		}
+	}
+	keys := slices.Sorted(maps.Keys(over))
+	i := 0
+	// flush visits the overlay's keys below limit ("" with all: every one).
+	flush := func(limit []byte, all bool) error {
+		for ; i < len(keys) && (all || keys[i] < string(limit)); i++ {
+			if w := over[keys[i]]; w.value != nil {
+				if err := fn([]byte(keys[i]), w.value); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	err := v.s.st.Iterate(start, end, func(key, value []byte) error {
+		if err := flush(key, false); err != nil {
+			return err
+		}
+		if i < len(keys) && keys[i] == string(key) {
+			i++ // the overlay's write replaces it (or deletes it)
+			if w := over[string(key)]; w.value != nil {
+				return fn(key, w.value)
+			}
+			return nil
+		}
+		return fn(key, value)
+	})
+	if err != nil {
+		return err
+	}
+	return flush(nil, true)
+}
+
 func (v *storeView) Put(key, value []byte) error {
 	if value == nil {
 		value = []byte{}
@@ -181,7 +242,7 @@ func (v *storeView) write(key, value []byte) error {
 	}
 	v.s.pending[string(k)] = pendingWrite{value: value}
 	s := v.s
-	rec := &kgo.Record{Topic: s.changelog, Partition: v.c.t.part, Key: k, Value: value, Timestamp: v.c.t.lastRecord}
+	rec := &kgo.Record{Topic: s.changelog, Partition: v.c.t.part, Key: k, Value: value, Timestamp: v.c.t.stamp}
 	s.last = rec
 	v.c.a.produce(rec, func(r *kgo.Record, err error) {
 		if err != nil {
@@ -276,7 +337,7 @@ func (a *App) process(t *task, recs []*kgo.Record, deadline time.Time) (int, err
 			break
 		}
 		rec := topology.Record{Key: r.Key, Value: r.Value, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp}
-		t.lastRecord = r.Timestamp // what it writes carries it
+		t.lastRecord, t.stamp = r.Timestamp, r.Timestamp
 		if err := t.proc.Process(t.ctx, rec); err != nil {
 			if err := a.badRecord(t, r, err); err != nil {
 				return n, fmt.Errorf("baton: task %s: %w", t.id, err)

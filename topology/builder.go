@@ -26,7 +26,8 @@ type Builder struct {
 	storeByName map[string]*storeDef
 	repart      map[string]string // repartition topic -> name
 	errs        []error
-	seq         int // DSL node numbering
+	seq         int                           // DSL node numbering
+	extractors  map[string]TimestampExtractor // by topic
 }
 
 type nodeKind int
@@ -211,7 +212,8 @@ func checkTopic(t string) error {
 // Every problem found is reported, each wrapping ErrInvalid, joined with
 // errors.Join. The Topology does not change if the builder is used again.
 func (b *Builder) Build() (*Topology, error) {
-	g := &graph{appID: b.appID, byName: map[string]*node{}, repart: maps.Clone(b.repart), errs: slices.Clone(b.errs)}
+	g := &graph{appID: b.appID, byName: map[string]*node{}, repart: maps.Clone(b.repart), errs: slices.Clone(b.errs),
+		extractors: maps.Clone(b.extractors)}
 	for _, n := range b.nodes {
 		c := *n
 		c.topics, c.parents, c.stores = slices.Clone(n.topics), slices.Clone(n.parents), slices.Clone(n.stores)
@@ -256,8 +258,10 @@ type graph struct {
 	repart   map[string]string
 	errs     []error
 	children map[string][]*node // by parent name, in order added
-	topo     []*node            // nodes, parents before children
-	subs     []*sub
+	// extractors are the TimestampExtractors by topic.
+	extractors map[string]TimestampExtractor
+	topo       []*node // nodes, parents before children
+	subs       []*sub
 }
 
 type sub struct {
@@ -378,6 +382,11 @@ func (g *graph) checkTopics() {
 				g.errorf("topic %q is read by two sources, %q and %q", t, other, n.name)
 			}
 			readBy[t] = n.name
+		}
+	}
+	for _, t := range slices.Sorted(maps.Keys(g.extractors)) {
+		if readBy[t] == "" {
+			g.errorf("SetTimestampExtractor(%q): no source reads that topic", t)
 		}
 	}
 	for _, t := range slices.Sorted(maps.Keys(g.repart)) {
@@ -520,7 +529,7 @@ func (g *graph) topology() *Topology {
 		for _, name := range s.stores {
 			st.Stores = append(st.Stores, StoreSpec{Name: name, Changelog: ChangelogTopic(g.appID, name)})
 		}
-		st.NewProcessor = newProcessorFunc(s, g.children)
+		st.NewProcessor = newProcessorFunc(s, g.children, g.extractors)
 		t.subs = append(t.subs, st)
 	}
 	t.desc = g.describe(t)

@@ -316,6 +316,9 @@ func (s *failStore) Get([]byte) ([]byte, bool, error) {
 }
 func (s *failStore) Put([]byte, []byte) error { return errors.New("disk on fire") }
 func (s *failStore) Delete([]byte) error      { return errors.New("disk on fire") }
+func (s *failStore) Iterate([]byte, []byte, func(k, v []byte) error) error {
+	return errors.New("disk on fire")
+}
 
 func TestCodecs(t *testing.T) {
 	for _, v := range []int64{0, 1, -1, 42, -9223372036854775808, 9223372036854775807} {

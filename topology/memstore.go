@@ -36,6 +36,27 @@ func (s *MemStore) Delete(key []byte) error {
 	return nil
 }
 
+// Iterate calls fn for each key in [start, end) in ascending byte order
+// (nil bounds are open), over a snapshot taken when it begins, so fn may
+// write to the store.
+func (s *MemStore) Iterate(start, end []byte, fn func(key, value []byte) error) error {
+	type pair struct{ k, v []byte }
+	var snap []pair
+	for _, k := range s.Keys() {
+		kb := []byte(k)
+		if start != nil && bytes.Compare(kb, start) < 0 || end != nil && bytes.Compare(kb, end) >= 0 {
+			continue
+		}
+		snap = append(snap, pair{kb, bytes.Clone(s.m[k])})
+	}
+	for _, p := range snap {
+		if err := fn(p.k, p.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Len returns the number of keys.
 func (s *MemStore) Len() int { return len(s.m) }
 

@@ -1,5 +1,7 @@
 package topology
 
+import "time"
+
 // NodeContext is the Context a node of a Processor-API graph sees while it
 // processes one record: the task's Context plus Forward. Store returns only
 // the stores connected to the node (AddStore); others are nil.
@@ -9,6 +11,13 @@ type NodeContext interface {
 	// were added, and returns the first error. Sinks send it to their
 	// topic.
 	Forward(rec Record) error
+	// StreamTime is the task's stream time: the largest event time
+	// (Record.Timestamp, after the TimestampExtractor) of the records the
+	// task has processed here, the one in process included. It never goes
+	// back. A new owner of the task starts it afresh from its first
+	// record; state that depends on it keeps its own (windowed stores and
+	// timers do).
+	StreamTime() time.Time
 }
 
 // Node is one processor node of one task. The runtime calls it from one

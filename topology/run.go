@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // task is the processor of one task: the instances of its subtopology's
@@ -13,6 +14,8 @@ type task struct {
 	partition int32
 	sources   map[string]recordReceiver // by topic
 	topics    []string
+	extract   map[string]TimestampExtractor // by topic; nil: the record's
+	clock     streamClock
 
 	// Set for the duration of one Process call.
 	ctx      Context
@@ -26,9 +29,15 @@ type recordReceiver interface {
 	receive(rec Record) error
 }
 
-func newProcessorFunc(s *sub, children map[string][]*node) func(string, int32) Processor {
+func newProcessorFunc(s *sub, children map[string][]*node, extractors map[string]TimestampExtractor) func(string, int32) Processor {
+	extract := map[string]TimestampExtractor{}
+	for _, topic := range s.sources {
+		if fn := extractors[topic]; fn != nil {
+			extract[topic] = fn
+		}
+	}
 	return func(taskID string, partition int32) Processor {
-		t := &task{id: taskID, partition: partition, sources: map[string]recordReceiver{}, topics: s.sources}
+		t := &task{id: taskID, partition: partition, sources: map[string]recordReceiver{}, topics: s.sources, extract: extract}
 		inst := map[string]any{}
 		for _, n := range slices.Backward(s.nodes) { // children first
 			cs := children[n.name]
@@ -63,6 +72,18 @@ func (t *task) Process(ctx Context, rec Record) error {
 	if src == nil {
 		return &ProcessError{TaskID: t.id, Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
 			Err: fmt.Errorf("%w: reads %q", ErrUnknownTopic, t.topics)}
+	}
+	if fn := t.extract[rec.Topic]; fn != nil {
+		ts, err := fn(rec)
+		if err != nil {
+			return &ProcessError{TaskID: t.id, Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
+				Err: fmt.Errorf("%w: %w", ErrTimestamp, err)}
+		}
+		rec.Timestamp = ts
+	}
+	t.clock.observe(rec.Timestamp)
+	if ts, ok := ctx.(timestampSetter); ok {
+		ts.SetTimestamp(rec.Timestamp)
 	}
 	t.ctx, t.failNode, t.failErr = ctx, "", nil
 	err := src.receive(rec)
@@ -142,8 +163,11 @@ func (p *processorRun) receive(rec Record) error {
 	return nil
 }
 
-func (p *processorRun) TaskID() string   { return p.t.id }
-func (p *processorRun) Partition() int32 { return p.t.partition }
+func (p *processorRun) TaskID() string { return p.t.id }
+
+// StreamTime is the task's stream time, including the record in process.
+func (p *processorRun) StreamTime() time.Time { return p.t.clock.t }
+func (p *processorRun) Partition() int32      { return p.t.partition }
 
 func (p *processorRun) Store(name string) Store {
 	if !slices.Contains(p.n.stores, name) {

@@ -30,10 +30,18 @@ type Record struct {
 // the same store, and the caller must not modify it. A missing key is
 // (nil, false, nil); an error means the store failed, not that the key is
 // absent.
+//
+// Iterate calls fn for each key in [start, end) in ascending byte order,
+// with the task's own writes included; a nil start or end leaves that side
+// unbounded. It sees the store as it was when Iterate began: fn may Put and
+// Delete (for example to expire what it visits) without changing what the
+// iteration visits. key and value are valid only until fn returns. An
+// error from fn stops the iteration and is returned as is.
 type Store interface {
 	Get(key []byte) (value []byte, ok bool, err error)
 	Put(key, value []byte) error
 	Delete(key []byte) error
+	Iterate(start, end []byte, fn func(key, value []byte) error) error
 }
 
 // Context is what the runtime gives a task's processors while it processes
