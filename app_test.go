@@ -2,6 +2,7 @@ package baton
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -45,6 +46,53 @@ type harness struct {
 	// counts into a changelog itself, or made their state start over):
 	// only their last value is checked.
 	injected map[string]bool
+	// window, when set before the first start, makes the application a
+	// windowed wordcount (windowedWordCount): each line is stamped with
+	// clock, which moves on a millisecond a line, and words counts each
+	// word per window, keyed as the output is (the word, then the
+	// window's start).
+	window time.Duration
+	clock  time.Time
+}
+
+// count adds one occurrence of word, in a line stamped ts, to the
+// expected output.
+func (h *harness) count(word string, ts time.Time) {
+	if h.window > 0 {
+		ms, size := ts.UnixMilli(), h.window.Milliseconds()
+		start := ms - ms%size // windows align to the epoch (ts is after 1970)
+		word = string(binary.BigEndian.AppendUint64([]byte(word), uint64(start)))
+	}
+	h.words[word]++
+}
+
+// stamp returns the timestamp of the next line written: the clock for a
+// windowed harness, else none (the producer's time).
+func (h *harness) stamp() time.Time {
+	if h.window == 0 {
+		return time.Time{}
+	}
+	if h.clock.IsZero() {
+		h.clock = time.UnixMilli(1_700_000_000_000)
+	}
+	ts := h.clock
+	h.clock = h.clock.Add(time.Millisecond)
+	return ts
+}
+
+// windowedWordCount is wordcount with its counts per word and tumbling
+// window of event time: a window's count is keyed by the word and the
+// window's start (topology.WindowedCodec). The grace period is long
+// enough that no record of the tests is late, whatever the order the
+// repartition topic mixes them in.
+func windowedWordCount(appID, input, output string, size time.Duration) (*topology.Topology, error) {
+	b := topology.NewBuilder(appID)
+	lines := topology.FromTopic(b, input, topology.Bytes, topology.String)
+	words := topology.FlatMapValues(lines, strings.Fields)
+	byWord := topology.GroupBy(words, func(_ []byte, word string) string { return word }, topology.String, "words")
+	w := topology.TumblingWindows(size).Grace(time.Hour)
+	topology.WindowCount(topology.WindowedBy(byWord, w), "counts").ToStream().To(output)
+	return b.Build()
 }
 
 func newHarness(t *testing.T, partitions int32) *harness {
@@ -96,7 +144,7 @@ func (h *harness) produceErr(n int) error {
 		for range 1 + h.rng.IntN(5) {
 			line = append(line, vocab[h.rng.IntN(len(vocab))])
 		}
-		recs = append(recs, &kgo.Record{Topic: h.input, Key: []byte(strconv.Itoa(i)), Value: []byte(strings.Join(line, " "))})
+		recs = append(recs, &kgo.Record{Topic: h.input, Key: []byte(strconv.Itoa(i)), Value: []byte(strings.Join(line, " ")), Timestamp: h.stamp()})
 	}
 	var failed []string
 	for _, r := range h.prod.ProduceSync(context.Background(), recs...) {
@@ -105,7 +153,7 @@ func (h *harness) produceErr(n int) error {
 			continue
 		}
 		for _, w := range strings.Fields(string(r.Record.Value)) {
-			h.words[w]++
+			h.count(w, r.Record.Timestamp)
 		}
 	}
 	if len(failed) > 0 {
@@ -153,6 +201,9 @@ type running struct {
 func (h *harness) start(id string, opts ...Option) *running {
 	h.t.Helper()
 	top, err := topology.WordCount(h.appID, h.input, h.output)
+	if h.window > 0 {
+		top, err = windowedWordCount(h.appID, h.input, h.output, h.window)
+	}
 	if err != nil {
 		h.t.Fatal(err)
 	}

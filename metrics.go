@@ -8,6 +8,7 @@ import (
 // registerer they are still kept, unregistered, so code never checks.
 type metrics struct {
 	processed      *prometheus.CounterVec
+	late           *prometheus.CounterVec
 	restored       *prometheus.CounterVec
 	lag            *prometheus.GaugeVec
 	rebalances     prometheus.Counter
@@ -63,6 +64,8 @@ func newMetrics(r prometheus.Registerer, appID, instance string) *metrics {
 		rebalance: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "baton_rebalance_seconds",
 			Help: "Time from this instance's join to its assignment, per rebalance round.", ConstLabels: labels,
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+		late: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_late_records_total",
+			Help: "Records a windowed aggregation dropped because every window they fall into had closed (past its grace period), by task and store.", ConstLabels: labels}, []string{"task", "store"}),
 		badRecords: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_bad_records_total",
 			Help: "Input records that failed to decode and were skipped or dead-lettered, by task.", ConstLabels: labels}, []string{"task"}),
 		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_transactions_total",
@@ -85,7 +88,7 @@ func newMetrics(r prometheus.Registerer, appID, instance string) *metrics {
 			Help: "Records per second arriving on all the group's input partitions over the last 30s. Only the leader has this series.", ConstLabels: labels}, nil),
 	}
 	if r != nil {
-		for _, c := range []prometheus.Collector{m.processed, m.restored, m.lag, m.rebalances, m.replayed, m.commitSeconds, m.handover, m.badRecords, m.learners, m.generation, m.rebalance, m.transactions, m.memberRestarts,
+		for _, c := range []prometheus.Collector{m.processed, m.late, m.restored, m.lag, m.rebalances, m.replayed, m.commitSeconds, m.handover, m.badRecords, m.learners, m.generation, m.rebalance, m.transactions, m.memberRestarts,
 			m.inputLagRecords, m.inputLagSeconds, m.inputRate, m.workerBusy, m.workerRate, m.desired, m.groupLag, m.groupRate} {
 			_ = r.Register(c)
 		}

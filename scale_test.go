@@ -86,8 +86,9 @@ func (h *harness) prefill(n int) {
 	var recs []*kgo.Record
 	for i := range n {
 		w := "w" + strconv.Itoa(i)
-		h.words[w]++
-		recs = append(recs, &kgo.Record{Topic: h.input, Key: []byte(w), Value: []byte(w)})
+		ts := h.stamp()
+		h.count(w, ts)
+		recs = append(recs, &kgo.Record{Topic: h.input, Key: []byte(w), Value: []byte(w), Timestamp: ts})
 	}
 	if err := h.prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		h.t.Fatal(err)

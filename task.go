@@ -124,6 +124,11 @@ type taskContext struct {
 
 func (c *taskContext) TaskID() string { return c.t.id }
 
+// LateRecord counts a record a windowed aggregation dropped as late.
+func (c *taskContext) LateRecord(store string) {
+	c.a.metrics.late.WithLabelValues(c.t.id, store).Inc()
+}
+
 // SetTimestamp is called by the task with the record's event time (after
 // its timestamp extractor): what it sends and writes carries that time.
 func (c *taskContext) SetTimestamp(ts time.Time) { c.t.stamp = ts }

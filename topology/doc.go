@@ -32,6 +32,35 @@
 // changed since the source (Map, FlatMap). Aggregations (Count, Aggregate,
 // Reduce) keep one value per encoded key in a store and emit every update.
 //
+// # Time and windows
+//
+// Every record has an event time: its Kafka timestamp (the producer's
+// create time, or the broker's append time on a topic configured so), or
+// what a TimestampExtractor set with Builder.SetTimestampExtractor returns
+// for its topic (ValueTimestamp reads it from the decoded key and value).
+// It replaces Record.Timestamp before the first node sees the record, and
+// what the task sends while processing the record carries it.
+//
+// A task's stream time is the largest event time it has processed; it
+// never goes back, so a record older than it is out of order. Processor-
+// API nodes read it with NodeContext.StreamTime.
+//
+// Windowed aggregations (WindowedBy, then WindowCount, WindowAggregate or
+// WindowReduce) group a key's records by event-time window: tumbling
+// (TumblingWindows, each record in one window) or hopping
+// (HoppingWindows, each record in size/advance of them), aligned to the
+// Unix epoch. Each update of a window is sent on at once, keyed by
+// Windowed (the key and the window; WindowedCodec writes it as Kafka
+// Streams does). The windowed store keeps its own stream time, in the
+// store itself, so it moves with the store: a learner or standby that
+// restores the store restores its stream time with it, and a new owner
+// closes windows exactly when the old one would have. A window closes
+// when the stream time reaches its end plus the grace period; a record all
+// of whose windows are closed is dropped as late and counted (the
+// runtime's baton_late_records_total). Windows are deleted once the
+// stream time is past their start by the retention (default size plus
+// grace), with a tombstone in the store's compacted changelog.
+//
 // # Lifecycle and threading
 //
 // For each task "<subtopology>_<partition>" it runs, the runtime calls

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/baton-streams/baton/topology"
 )
@@ -123,4 +124,50 @@ func ExampleWordCount() {
 	// Output:
 	// 0 [lines] [wc-words-repartition] [] false
 	// 1 [wc-words-repartition] [counts] [{counts wc-counts-changelog}] true
+}
+
+// Clicks per user per minute, with a grace period of 10 seconds. Event
+// time is the record's timestamp here; SetTimestampExtractor takes it
+// from the payload instead. The record at 0:50 comes after stream time
+// reached 1:15, past the first minute's end plus its grace: it is late,
+// dropped and counted (in the runtime, in baton_late_records_total).
+func ExampleWindowCount() {
+	b := topology.NewBuilder("clicks")
+	clicks := topology.FromTopic(b, "clicks", topology.String, topology.String)
+	perMinute := topology.WindowedBy(topology.GroupByKey(clicks, "by-user"),
+		topology.TumblingWindows(time.Minute).Grace(10*time.Second))
+	topology.WindowCount(perMinute, "clicks-per-minute").ToStream().To("clicks-per-minute")
+	topo, err := b.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	s := topo.Subtopologies()[0]
+	proc := s.NewProcessor(s.TaskID(0), 0)
+	ctx := &oneContext{task: s.TaskID(0), stores: map[string]*topology.MemStore{"clicks-per-minute": {}}}
+	keys := topology.WindowedCodec(topology.String, time.Minute)
+	for i, at := range []string{"0:05", "0:40", "1:15", "0:50", "1:20"} {
+		var m, sec int
+		fmt.Sscanf(at, "%d:%d", &m, &sec)
+		ts := time.Unix(int64(60*m+sec), 0)
+		ctx.sent = nil
+		if err := proc.Process(ctx, topology.Record{Topic: "clicks", Offset: int64(i), Key: []byte("ana"), Value: []byte("/home"), Timestamp: ts}); err != nil {
+			fmt.Println(err)
+			return
+		}
+		if len(ctx.sent) == 0 {
+			fmt.Printf("click at %s: late\n", at)
+		}
+		for _, r := range ctx.sent {
+			w, _ := keys.Decode(r.Key)
+			fmt.Printf("click at %s: %s has %s in [%s, %s)\n", at, w.Key, r.Value,
+				w.Start.UTC().Format("4:05"), w.End.UTC().Format("4:05"))
+		}
+	}
+	// Output:
+	// click at 0:05: ana has 1 in [0:00, 1:00)
+	// click at 0:40: ana has 2 in [0:00, 1:00)
+	// click at 1:15: ana has 1 in [1:00, 2:00)
+	// click at 0:50: late
+	// click at 1:20: ana has 2 in [1:00, 2:00)
 }
