@@ -3,6 +3,7 @@ package topology
 import (
 	"fmt"
 	"reflect"
+	"strings"
 )
 
 // Stream is a typed stream of key-value pairs in a Builder: records read
@@ -35,19 +36,95 @@ type KeyValue[K, V any] struct {
 // record of a key is processed by the same task.
 type Grouped[K, V any] struct{ s Stream[K, V] }
 
-// Table is the result of an aggregation: a store holding the latest value
-// per key, and the stream of its updates.
+// Table is a changelog stream read as a table: the latest value per key.
+// Tables come from aggregations (Count, Aggregate, Reduce, the windowed
+// and table aggregations), from a topic (TableFromTopic) and from joins
+// of tables (JoinTables). Inside the graph a table passes on changes: for
+// each update of a key, its value before (if it had one) and after (none
+// when the key is deleted), which is what table aggregations need to
+// retract a key's old contribution.
+//
+// A table is materialized when it has a store (Store is not ""): then
+// streams and other tables can join it.
 type Table[K, V any] struct {
-	s     Stream[K, V]
-	store string
+	b       *Builder
+	changes string // the node emitting change[V] pairs; "" after a mistake
+	store   string
+	keys    Codec[K]
+	values  Codec[V]
 }
 
-// Store returns the name of the table's store.
+// change is one update of a table's key: its value before and after.
+type change[V any] struct {
+	old, new       V
+	hasOld, hasNew bool
+}
+
+func brokenTable[K, V any](b *Builder, store string) Table[K, V] {
+	return Table[K, V]{b: b, store: store}
+}
+
+// Store returns the name of the table's store; "" if it has none.
 func (t Table[K, V]) Store() string { return t.store }
 
-// ToStream returns the stream of the table's updates: one (key, new value)
-// per record aggregated, in order.
-func (t Table[K, V]) ToStream() Stream[K, V] { return t.s }
+// ToStream returns the stream of the table's updates: one (key, new
+// value) per update, in order. Deletes (a tombstone on a table's topic, a
+// join result that no longer holds) are not in it; ToTopic writes them.
+func (t Table[K, V]) ToStream() Stream[K, V] {
+	if t.changes == "" {
+		return Stream[K, V]{b: t.b}
+	}
+	out := addOp(Stream[K, change[V]]{b: t.b, node: t.changes}, "toStream", func(_ *task, _ string, out fanout[K, V]) kvReceiver[K, change[V]] {
+		return kvFunc[K, change[V]](func(rec Record, k K, c change[V]) error {
+			if !c.hasNew {
+				return nil
+			}
+			return out.emit(rec, k, c.new)
+		})
+	})
+	out.keys, out.values = t.keys, t.values
+	return out
+}
+
+// ToTopic writes the table's updates to topic, encoded with its codecs: a
+// delete as a tombstone (a null value), so that a compacted topic holds
+// the table.
+func (t Table[K, V]) ToTopic(topic string) {
+	b := t.b
+	if b == nil {
+		panic("topology: use of a zero Table")
+	}
+	if t.changes == "" {
+		return
+	}
+	if t.keys == nil || t.values == nil {
+		b.errorf("ToTopic(%q): the table of %s has no codecs", topic, t.changes)
+		return
+	}
+	keys, values := t.keys, t.values
+	sink := b.addSink(b.nodeName("toTopic"), topic, []string{t.changes}, portOf[K, change[V]](), func(tk *task, n *node, _ []any) (any, error) {
+		return kvFunc[K, change[V]](func(rec Record, k K, c change[V]) error {
+			kb, err := keys.Encode(k)
+			if err != nil {
+				return tk.fail(n.name, fmt.Errorf("encode key for %q: %w", topic, err))
+			}
+			var vb []byte
+			if c.hasNew {
+				if vb, err = values.Encode(c.new); err != nil {
+					return tk.fail(n.name, fmt.Errorf("encode value for %q: %w", topic, err))
+				}
+				if vb == nil {
+					vb = []byte{} // a value, not a tombstone
+				}
+			}
+			if err := tk.ctx.Send(topic, kb, vb); err != nil {
+				return tk.fail(n.name, fmt.Errorf("send to %q: %w", topic, err))
+			}
+			return nil
+		}), nil
+	})
+	sink.desc = typesOf[K, V]()
+}
 
 // kvPort is the port type of DSL edges carrying (K, V) pairs.
 type kvPort[K, V any] struct{}
@@ -55,7 +132,17 @@ type kvPort[K, V any] struct{}
 func portOf[K, V any]() reflect.Type { return reflect.TypeFor[kvPort[K, V]]() }
 
 func typesOf[K, V any]() string {
-	return reflect.TypeFor[K]().String() + ", " + reflect.TypeFor[V]().String()
+	v := reflect.TypeFor[V]().String()
+	if inner, ok := strings.CutPrefix(v, "topology.change["); ok {
+		// A table's updates. The type argument is named with its
+		// package path: keep the package name only.
+		inner = strings.TrimSuffix(inner, "]")
+		if i := strings.LastIndexByte(inner, '/'); i >= 0 {
+			inner = inner[i+1:]
+		}
+		v = inner + " changes"
+	}
+	return reflect.TypeFor[K]().String() + ", " + v
 }
 
 // kvReceiver is a DSL node instance: it takes decoded pairs. rec is the
@@ -351,18 +438,18 @@ func aggregate[K, V, A any](g Grouped[K, V], storeName, op string, codec Codec[A
 	s := g.s
 	b := s.builder()
 	if s.node == "" {
-		return Table[K, A]{s: Stream[K, A]{b: b}, store: storeName}
+		return brokenTable[K, A](b, storeName)
 	}
 	if s.keys == nil || codec == nil {
 		b.errorf("%s into store %q: no key codec or no codec for the aggregate (set them with WithCodecs)", op, storeName)
-		return Table[K, A]{s: Stream[K, A]{b: b}, store: storeName}
+		return brokenTable[K, A](b, storeName)
 	}
 	if b.storeByName[storeName] != nil {
 		b.errorf("%s: store %q is already used", op, storeName)
-		return Table[K, A]{s: Stream[K, A]{b: b}, store: storeName}
+		return brokenTable[K, A](b, storeName)
 	}
 	keys := s.keys
-	out := addOp(s, op, func(t *task, name string, out fanout[K, A]) kvReceiver[K, V] {
+	out := addOp(s, op, func(t *task, name string, out fanout[K, change[A]]) kvReceiver[K, V] {
 		return kvFunc[K, V](func(rec Record, k K, v V) error {
 			st := t.ctx.Store(storeName)
 			if st == nil {
@@ -376,25 +463,24 @@ func aggregate[K, V, A any](g Grouped[K, V], storeName, op string, codec Codec[A
 			if err != nil {
 				return t.fail(name, fmt.Errorf("store %q: get: %w", storeName, err))
 			}
-			var agg A
+			var c change[A]
 			if found {
-				if agg, err = codec.Decode(old); err != nil {
+				if c.old, err = codec.Decode(old); err != nil {
 					return t.fail(name, fmt.Errorf("%w: store %q: value of key %q: %w", ErrDecode, storeName, kb, err))
 				}
+				c.hasOld = true
 			}
-			agg = fn(k, v, agg, found)
-			nb, err := codec.Encode(agg)
+			c.new, c.hasNew = fn(k, v, c.old, found), true
+			nb, err := codec.Encode(c.new)
 			if err != nil {
 				return t.fail(name, fmt.Errorf("encode value for store %q: %w", storeName, err))
 			}
 			if err := st.Put(kb, nb); err != nil {
 				return t.fail(name, fmt.Errorf("store %q: put: %w", storeName, err))
 			}
-			return out.emit(rec, k, agg)
+			return out.emit(rec, k, c)
 		})
 	})
-	out.values = codec
-	out.keyChanged = false
 	b.AddStore(storeName, out.node)
-	return Table[K, A]{s: out, store: storeName}
+	return Table[K, A]{b: b, changes: out.node, store: storeName, keys: keys, values: codec}
 }

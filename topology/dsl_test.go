@@ -288,7 +288,7 @@ func TestRuntimeErrors(t *testing.T) {
 		{&failCtx{}, `node "count#2": the runtime gave no store "n"`},
 		{&failCtx{store: &failStore{}}, `node "count#2": store "n": get: disk on fire`},
 		{&failCtx{store: &failStore{getOK: true}}, `node "count#2": store "n": put: disk on fire`},
-		{&failCtx{store: &MemStore{}}, `node "to#3": send to "out": broker on fire`},
+		{&failCtx{store: &MemStore{}}, `node "to#4": send to "out": broker on fire`},
 	} {
 		err := proc.Process(c.ctx, Record{Topic: "in", Key: []byte("k")})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

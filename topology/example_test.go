@@ -77,8 +77,9 @@ func Example() {
 	//   writes: counts
 	//   store:  counts (changelog wc-counts-changelog)
 	//   source    fromRepartition#5 (string, string) [wc-words-repartition] -> count#6
-	//   processor count#6 (string, int64) stores [counts] -> to#7
-	//   sink      to#7 (string, int64) [counts]
+	//   processor count#6 (string, int64 changes) stores [counts] -> toStream#7
+	//   processor toStream#7 (string, int64) -> to#8
+	//   sink      to#8 (string, int64) [counts]
 	// counts: the=1
 	// counts: cat=1
 	// counts: and=1

@@ -241,10 +241,10 @@ func windowAggregate[K, V, A any](tw TimeWindowed[K, V], storeName, op string, c
 	b := s.builder()
 	fail := func(format string, args ...any) Table[Windowed[K], A] {
 		b.errorf(format, args...)
-		return Table[Windowed[K], A]{s: Stream[Windowed[K], A]{b: b}, store: storeName}
+		return brokenTable[Windowed[K], A](b, storeName)
 	}
 	if s.node == "" {
-		return Table[Windowed[K], A]{s: Stream[Windowed[K], A]{b: b}, store: storeName}
+		return brokenTable[Windowed[K], A](b, storeName)
 	}
 	if err := w.check(); err != nil {
 		return fail("%s into store %q: %v", op, storeName, err)
@@ -258,7 +258,7 @@ func windowAggregate[K, V, A any](tw TimeWindowed[K, V], storeName, op string, c
 	keys := s.keys
 	size, grace, retention := w.size.Milliseconds(), w.grace.Milliseconds(), w.Retention().Milliseconds()
 	adv := w.advance.Milliseconds()
-	out := addOp(s, op, func(t *task, name string, out fanout[Windowed[K], A]) kvReceiver[K, V] {
+	out := addOp(s, op, func(t *task, name string, out fanout[Windowed[K], change[A]]) kvReceiver[K, V] {
 		// Windows starting before expired were deleted by this processor.
 		expired, expiredSet := int64(0), false
 		return kvFunc[K, V](func(rec Record, k K, v V) error {
@@ -299,21 +299,22 @@ func windowAggregate[K, V, A any](tw TimeWindowed[K, V], storeName, op string, c
 				if err != nil {
 					return storeErr("get", err)
 				}
-				var agg A
+				var c change[A]
 				if found {
-					if agg, err = codec.Decode(old); err != nil {
+					if c.old, err = codec.Decode(old); err != nil {
 						return t.fail(name, fmt.Errorf("%w: store %q: window %d of key %q: %w", ErrDecode, storeName, start, kb, err))
 					}
+					c.hasOld = true
 				}
-				agg = fn(k, v, agg, found)
-				nb, err := codec.Encode(agg)
+				c.new, c.hasNew = fn(k, v, c.old, found), true
+				nb, err := codec.Encode(c.new)
 				if err != nil {
 					return t.fail(name, fmt.Errorf("encode value for store %q: %w", storeName, err))
 				}
 				if err := st.Put(wk, nb); err != nil {
 					return storeErr("put", err)
 				}
-				if err := out.emit(rec, Windowed[K]{Key: k, Start: time.UnixMilli(start), End: time.UnixMilli(end)}, agg); err != nil {
+				if err := out.emit(rec, Windowed[K]{Key: k, Start: time.UnixMilli(start), End: time.UnixMilli(end)}, c); err != nil {
 					return err
 				}
 			}
@@ -340,9 +341,6 @@ func windowAggregate[K, V, A any](tw TimeWindowed[K, V], storeName, op string, c
 			return nil
 		})
 	})
-	out.keys = WindowedCodec(keys, w.size)
-	out.values = codec
-	out.keyChanged = false
 	b.AddStore(storeName, out.node)
-	return Table[Windowed[K], A]{s: out, store: storeName}
+	return Table[Windowed[K], A]{b: b, changes: out.node, store: storeName, keys: WindowedCodec(keys, w.size), values: codec}
 }
