@@ -64,6 +64,7 @@ type node struct {
 type storeDef struct {
 	name       string
 	processors []string
+	source     string // the topic that is its changelog (a table's); "" for its own
 }
 
 // bytesPort is the port type of Processor-API edges.
@@ -221,7 +222,7 @@ func (b *Builder) Build() (*Topology, error) {
 		g.byName[c.name] = &c
 	}
 	for _, s := range b.stores {
-		g.stores = append(g.stores, &storeDef{name: s.name, processors: slices.Clone(s.processors)})
+		g.stores = append(g.stores, &storeDef{name: s.name, processors: slices.Clone(s.processors), source: s.source})
 	}
 	if g.appID == "" {
 		g.errorf("empty app id")
@@ -527,13 +528,26 @@ func (g *graph) topology() *Topology {
 		}
 		slices.Sort(st.Repartition)
 		for _, name := range s.stores {
-			st.Stores = append(st.Stores, StoreSpec{Name: name, Changelog: ChangelogTopic(g.appID, name)})
+			spec := StoreSpec{Name: name, Changelog: ChangelogTopic(g.appID, name)}
+			if src := g.storeDef(name).source; src != "" {
+				spec.Changelog, spec.Source = src, true
+			}
+			st.Stores = append(st.Stores, spec)
 		}
 		st.NewProcessor = newProcessorFunc(s, g.children, g.extractors)
 		t.subs = append(t.subs, st)
 	}
 	t.desc = g.describe(t)
 	return t
+}
+
+func (g *graph) storeDef(name string) *storeDef {
+	for _, s := range g.stores {
+		if s.name == name {
+			return s
+		}
+	}
+	return nil
 }
 
 // describe writes the text of Topology.String.
@@ -562,6 +576,10 @@ func (g *graph) describe(t *Topology) string {
 			fmt.Fprintf(&sb, "  writes: %s\n", mark(st.Sinks))
 		}
 		for _, spec := range st.Stores {
+			if spec.Source {
+				fmt.Fprintf(&sb, "  store:  %s (changelog: its source topic %s)\n", spec.Name, spec.Changelog)
+				continue
+			}
 			fmt.Fprintf(&sb, "  store:  %s (changelog %s)\n", spec.Name, spec.Changelog)
 		}
 		for _, n := range s.nodes {

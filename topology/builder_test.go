@@ -201,9 +201,9 @@ func TestProcessorAPI(t *testing.T) {
 	subs := topo.Subtopologies()
 	want := []Subtopology{
 		{ID: 0, Sources: []string{"in-a", "in-b"}, Sinks: []string{rep}, Repartition: []string{rep},
-			Stores: []StoreSpec{{"counts", "app-counts-changelog"}}},
+			Stores: []StoreSpec{{Name: "counts", Changelog: "app-counts-changelog"}}},
 		{ID: 1, Sources: []string{rep}, Sinks: []string{"out"}, Repartition: []string{rep},
-			Stores: []StoreSpec{{"last-seen", "app-last-seen-changelog"}}},
+			Stores: []StoreSpec{{Name: "last-seen", Changelog: "app-last-seen-changelog"}}},
 	}
 	for i := range subs {
 		subs[i].NewProcessor = nil

@@ -52,6 +52,9 @@ type Table[K, V any] struct {
 	store   string
 	keys    Codec[K]
 	values  Codec[V]
+	// windowed: the store is keyed by window as well as key, so it cannot
+	// be looked up by key alone.
+	windowed bool
 }
 
 // change is one update of a table's key: its value before and after.

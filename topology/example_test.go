@@ -124,7 +124,7 @@ func ExampleWordCount() {
 	}
 	// Output:
 	// 0 [lines] [wc-words-repartition] [] false
-	// 1 [wc-words-repartition] [counts] [{counts wc-counts-changelog}] true
+	// 1 [wc-words-repartition] [counts] [{counts wc-counts-changelog false}] true
 }
 
 // Clicks per user per minute, with a grace period of 10 seconds. Event

@@ -144,7 +144,13 @@ func (s Subtopology) CheckPartitions(partitions map[string]int32) (int32, error)
 // StoreSpec describes one store of a subtopology.
 type StoreSpec struct {
 	Name      string // e.g. "counts"; changelog topic is ChangelogTopic(appID, Name)
-	Changelog string // "<app-id>-<name>-changelog"
+	Changelog string // "<app-id>-<name>-changelog", or the source topic of a table
+	// Source: the changelog is a topic the subtopology reads (a table's
+	// topic, TableFromTopic). The runtime neither creates nor writes it:
+	// the store is written only while its task processes that topic's
+	// records, with each record's key and value as they are on the topic,
+	// and its checkpoint is the input offset.
+	Source bool
 }
 
 // ChangelogTopic returns the name of the changelog topic of store in

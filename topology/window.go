@@ -342,5 +342,5 @@ func windowAggregate[K, V, A any](tw TimeWindowed[K, V], storeName, op string, c
 		})
 	})
 	b.AddStore(storeName, out.node)
-	return Table[Windowed[K], A]{b: b, changes: out.node, store: storeName, keys: WindowedCodec(keys, w.size), values: codec}
+	return Table[Windowed[K], A]{b: b, changes: out.node, store: storeName, keys: WindowedCodec(keys, w.size), values: codec, windowed: true}
 }
