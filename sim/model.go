@@ -388,6 +388,10 @@ func (e *engine) loop() {
 			e.handle(ev)
 		}
 		e.updateBalanced()
+		// Counted once the instant is over: a plan takes revoked tasks
+		// off before it starts the new owners at the same instant, and
+		// tasks unavailable for no time are not unavailable at once.
+		e.res.MaxUnavailable = max(e.res.MaxUnavailable, e.unavailable)
 		if e.load != nil {
 			e.loadShares()
 		}
@@ -432,9 +436,6 @@ func lagInt(l float64) int64 {
 
 func (e *engine) setUnavailable(delta int) {
 	e.unavailable += delta
-	if e.unavailable > e.res.MaxUnavailable {
-		e.res.MaxUnavailable = e.unavailable
-	}
 	e.res.sample(e.now, e.unavailable, e.offBalance)
 }
 
@@ -766,9 +767,6 @@ func (e *engine) pauseWorld() {
 		}
 	}
 	e.unavailable += n
-	if e.unavailable > e.res.MaxUnavailable {
-		e.res.MaxUnavailable = e.unavailable
-	}
 	e.res.sample(e.now, e.unavailable, e.offBalance)
 	e.detail("pause", fmt.Sprintf("%d tasks stop for the rebalance", n))
 }

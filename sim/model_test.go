@@ -119,3 +119,25 @@ at 10s leave A
 		t.Errorf("without: learner %v, balanced after %v; want a learner restoring for 9.9s", learned, cold.TimeToBalance)
 	}
 }
+
+// TestMostUnavailableAtOnce: the follow-up plan at 11.4s takes S1 off A
+// and starts X1 (revoked in the first round) on B at the same instant.
+// The two are never unavailable together: one task at a time is.
+func TestMostUnavailableAtOnce(t *testing.T) {
+	r := runText(t, "smooth", `
+timing heartbeat=1s join=100ms sync=100ms
+config acceptable_lag=10
+task X1 X2 stateless
+task S1 S2 state=100 rate=0
+instance A active=X1,X2,S1,S2 restore=1e4
+at 10s join B restore=1e4
+`)
+	revoked, ok1 := entryAt(r, "revoke", "A gives up S1")
+	started, ok2 := entryAt(r, "active", "B runs X1")
+	if !ok1 || !ok2 || revoked != started {
+		t.Fatalf("S1 revoked at %v (%v), X1 started at %v (%v): want the same plan", revoked, ok1, started, ok2)
+	}
+	if r.MaxUnavailable != 1 {
+		t.Errorf("most unavailable at once %d, want 1", r.MaxUnavailable)
+	}
+}
