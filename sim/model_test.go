@@ -141,3 +141,19 @@ at 10s join B restore=1e4
 		t.Errorf("most unavailable at once %d, want 1", r.MaxUnavailable)
 	}
 }
+
+// TestRoundThatMovesNothing: A rejoins (its capacity set to what it was)
+// and the round's plan keeps every task where it is. The round changes
+// nothing any member holds, so the group never stops being balanced.
+func TestRoundThatMovesNothing(t *testing.T) {
+	r := runText(t, "cooperative", `
+timing heartbeat=1s join=100ms sync=100ms
+task X1 X2 stateless
+instance A active=X1
+instance B active=X2
+at 10s capacity A 1
+`)
+	if r.Rebalances != 1 || !r.Balanced || r.TimeToBalance != 0 {
+		t.Errorf("%d rebalances, balanced %v after %v; want 1, true after 0s", r.Rebalances, r.Balanced, r.TimeToBalance)
+	}
+}

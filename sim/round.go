@@ -319,7 +319,11 @@ func (e *engine) recomputeBalance() {
 }
 
 func (e *engine) updateBalanced() {
-	bal := e.offBalance == 0 && e.unavailable == 0 && e.learners == 0 && !e.round.active
+	// A round in progress is not part of it: until the members act on
+	// the round (eager members pause when they notice it; a plan moves
+	// tasks) it changes nothing any member holds, and one that moves
+	// something unbalances the group when it does.
+	bal := e.offBalance == 0 && e.unavailable == 0 && e.learners == 0
 	if bal {
 		for _, in := range e.insts {
 			if in.inGroup && in.leaving {
