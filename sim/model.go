@@ -84,12 +84,18 @@ func (t *taskState) setProcessingAt(now time.Duration, on bool) {
 }
 
 type instState struct {
-	spec      InstanceSpec
-	idx       int
-	inGroup   bool // a member of the group (until it leaves or is expelled)
-	running   bool // the process is up
-	leaving   bool
-	noticeAt  time.Duration // crashed: when the group expels it
+	spec     InstanceSpec
+	idx      int
+	inGroup  bool // a member of the group (until it leaves or is expelled)
+	running  bool // the process is up
+	leaving  bool
+	noticeAt time.Duration // crashed: when the group expels it
+	// The member's heartbeats: its client's heartbeat timer starts when
+	// it gets its assignment (beatFrom) and fires every heartbeat; with
+	// beatEarly, the client also sends one heartbeat Timing.Early after
+	// the assignment, from which the timer starts again.
+	beatFrom  time.Duration
+	beatEarly bool
 	copies    map[int]*copyState
 	restoring map[int]*copyState // copies with a role that are not following
 	// Restore progress is lazy: the copies in restoring hold their
@@ -135,6 +141,7 @@ type event struct {
 	seq  int
 	kind eventKind
 	arg  int // scenario event index, round generation, instance index
+	n    int // evEagerPause: the round's number
 }
 
 type eventQueue []event
@@ -178,6 +185,7 @@ type engine struct {
 		why       []string
 		pending   bool
 		pendWhy   []string
+		pendSelf  []int // members of the pending triggers that rejoin at once
 		stopWorld bool
 	}
 	probingGen int
@@ -250,6 +258,13 @@ func newEngine(sc *Scenario, pol Policy, opt Options) (*engine, error) {
 	e.indexTasks()
 	for _, is := range sc.Instances {
 		in := e.addInstance(is)
+		// Its next heartbeat after time 0 is at Beat (by default a
+		// heartbeat after 0, as if it got its assignment at 0).
+		beat := is.Beat
+		if beat <= 0 {
+			beat = sc.Timing.Heartbeat
+		}
+		in.beatFrom = beat - sc.Timing.Heartbeat
 		for _, id := range is.Active {
 			ti := e.taskIx[id]
 			t := e.tasks[ti]
@@ -423,7 +438,7 @@ func (e *engine) signalReady(in *instState, c *copyState) {
 	t := e.tasks[c.task]
 	e.detail("ready", fmt.Sprintf("%s learner %s caught up (lag %d)", in.spec.ID, t.spec.ID, lagInt(t.end(e.now)-c.pos)))
 	if e.pol.RejoinOnReady && in.inGroup {
-		e.trigger(fmt.Sprintf("%s ready for %s", in.spec.ID, t.spec.ID), true)
+		e.trigger(fmt.Sprintf("%s ready for %s", in.spec.ID, t.spec.ID), in)
 	}
 }
 
@@ -448,8 +463,8 @@ func (e *engine) handle(ev event) {
 			e.applyRound()
 		}
 	case evEagerPause:
-		if ev.arg == e.round.gen && e.round.active {
-			e.pauseWorld()
+		if ev.n == e.round.n && e.round.active {
+			e.pauseMember(e.insts[ev.arg])
 		}
 	case evCrashNotice:
 		in := e.insts[ev.arg]
@@ -457,7 +472,7 @@ func (e *engine) handle(ev event) {
 			e.removeMember(in)
 			e.note(e.now, "expelled", fmt.Sprintf("%s: session timed out", in.spec.ID))
 			if !e.round.active {
-				e.trigger(in.spec.ID+" expelled", false)
+				e.trigger(in.spec.ID+" expelled", nil)
 			}
 		}
 	case evReturn:
@@ -466,10 +481,10 @@ func (e *engine) handle(ev event) {
 		e.nRunning++
 		in.syncedAt = e.now
 		e.note(e.now, "return", fmt.Sprintf("%s back with %d task states on disk", in.spec.ID, len(in.copies)))
-		e.trigger(in.spec.ID+" returned", true)
+		e.trigger(in.spec.ID+" returned", in)
 	case evProbing:
 		if ev.arg == e.probingGen {
-			e.trigger("probing rebalance", false)
+			e.trigger("probing rebalance", nil)
 		}
 	case evLoadStep, evLoadTick:
 		e.loadEvent(ev)
@@ -495,7 +510,9 @@ func (e *engine) scenarioEvent(ev Event) {
 	case EventCrash:
 		e.note(e.now, "crash", in.spec.ID)
 		e.stopInstance(in, true)
-		in.noticeAt = e.now + e.sc.Timing.Session
+		// The broker expels it a session timeout after the last
+		// heartbeat it received.
+		in.noticeAt = e.lastBeat(in, e.now) + e.sc.Timing.Session
 		e.push(in.noticeAt, evCrashNotice, in.idx)
 		// A round in progress waits for the dead member until it is
 		// expelled.
@@ -508,7 +525,7 @@ func (e *engine) scenarioEvent(ev Event) {
 		e.note(e.now, "restart", fmt.Sprintf("%s stops for %v", in.spec.ID, ev.Down))
 		e.stopInstance(in, false)
 		e.removeMember(in)
-		e.trigger(in.spec.ID+" left", true)
+		e.trigger(in.spec.ID+" left", nil)
 		e.push(e.now+ev.Down, evReturn, in.idx)
 	case EventCapacity:
 		e.note(e.now, "capacity", fmt.Sprintf("%s capacity %d -> %d", in.spec.ID, in.spec.Capacity, ev.Capacity))
@@ -517,7 +534,7 @@ func (e *engine) scenarioEvent(ev Event) {
 			e.load.dirty = true
 		}
 		e.recomputeBalance()
-		e.trigger(in.spec.ID+" capacity changed", true)
+		e.trigger(in.spec.ID+" capacity changed", in)
 	case EventSlow:
 		e.note(e.now, "slow", fmt.Sprintf("%s restore rate %g/s -> %g/s", in.spec.ID, in.spec.Restore, ev.Restore))
 		e.sync(in)
@@ -531,7 +548,7 @@ func (e *engine) join(spec InstanceSpec) {
 	in := e.addInstance(spec)
 	e.note(e.now, "join", fmt.Sprintf("%s (capacity %d, restore %g/s)", in.spec.ID, in.spec.Capacity, in.spec.Restore))
 	e.recomputeBalance()
-	e.trigger(in.spec.ID+" joined", true)
+	e.trigger(in.spec.ID+" joined", in)
 }
 
 // leave takes an instance out of the group the way the policy does.
@@ -549,7 +566,7 @@ func (e *engine) drain(in *instState) {
 	in.leaving = true
 	e.note(e.now, "leave", fmt.Sprintf("%s drains", in.spec.ID))
 	e.recomputeBalance()
-	e.trigger(in.spec.ID+" leaving", true)
+	e.trigger(in.spec.ID+" leaving", in)
 	e.leaveIfDrained(in)
 }
 
@@ -559,7 +576,7 @@ func (e *engine) leaveNow(in *instState) {
 	e.note(e.now, "leave", fmt.Sprintf("%s stops and leaves the group", in.spec.ID))
 	e.stopInstance(in, false)
 	e.removeMember(in)
-	e.trigger(in.spec.ID+" left", true)
+	e.trigger(in.spec.ID+" left", nil)
 }
 
 // stopInstance stops a process. A crash loses its state (it never comes
@@ -695,38 +712,121 @@ func (e *engine) leaveIfDrained(in *instState) {
 	e.note(e.now, "left", fmt.Sprintf("%s drained and left the group", in.spec.ID))
 	e.stopInstance(in, false)
 	e.removeMember(in)
-	e.trigger(in.spec.ID+" left", true)
+	e.trigger(in.spec.ID+" left", nil)
 }
 
-// trigger asks for a rebalance. self: the member that asks rejoins at
-// once; otherwise members notice at their next heartbeat.
-func (e *engine) trigger(why string, self bool) {
+// trigger asks for a rebalance. by, if not nil, is the member that asks:
+// it sends JoinGroup at once; the others notice the rebalance at their
+// next heartbeat.
+func (e *engine) trigger(why string, by *instState) {
 	if e.round.active {
 		e.round.pending = true
 		e.round.pendWhy = append(e.round.pendWhy, why)
+		if by != nil {
+			e.round.pendSelf = append(e.round.pendSelf, by.idx)
+		}
 		return
 	}
-	e.startRound([]string{why}, e.sc.Timing.Heartbeat)
+	var self []int
+	if by != nil {
+		self = []int{by.idx}
+	}
+	e.startRound([]string{why}, self)
 }
 
-func (e *engine) startRound(why []string, notice time.Duration) {
+// nextBeat is the first heartbeat of in at or after at.
+func (e *engine) nextBeat(in *instState, at time.Duration) time.Duration {
+	return NextHeartbeat(in.beatFrom, at, e.sc.Timing.Heartbeat, e.early(in))
+}
+
+// lastBeat is the last heartbeat of in (or its assignment) at or before
+// at: what the broker last heard from it.
+func (e *engine) lastBeat(in *instState, at time.Duration) time.Duration {
+	hb, from := e.sc.Timing.Heartbeat, in.beatFrom
+	if early := e.early(in); early > 0 {
+		if at < from+early {
+			return from + (at-from)/hb*hb
+		}
+		from += early
+	}
+	return from + (at-from)/hb*hb
+}
+
+func (e *engine) early(in *instState) time.Duration {
+	if in.beatEarly {
+		return e.sc.Timing.Early
+	}
+	return 0
+}
+
+// NextHeartbeat is a client's first heartbeat at or after at (and after
+// from), when its heartbeat timer started at from (its assignment) and
+// fires every hb. early > 0 is the cooperative client's one early
+// heartbeat, early after from, which starts the timer again: heartbeats
+// at from+hb, from+2hb, ... while before from+early, then from+early,
+// from+early+hb, ...
+func NextHeartbeat(from, at, hb, early time.Duration) time.Duration {
+	if hb <= 0 {
+		return max(at, from)
+	}
+	if early > 0 {
+		if at <= from+early {
+			k := max(1, ceilDiv(at-from, hb))
+			if from+k*hb < from+early {
+				return from + k*hb
+			}
+			return from + early
+		}
+		from += early
+	}
+	return from + max(1, ceilDiv(at-from, hb))*hb
+}
+
+func ceilDiv(a, b time.Duration) time.Duration {
+	if a <= 0 {
+		return 0
+	}
+	return (a + b - 1) / b
+}
+
+// startRound starts a rebalance round. The members in self send
+// JoinGroup at once; every
+// other member at its next heartbeat, when the broker answers it that
+// the group is rebalancing. JoinGroup completes join after the last of
+// them (or when the broker expels a crashed member that has not come
+// back), and the plan is applied sync after that. Under stop-the-world
+// each member pauses its tasks when it notices.
+func (e *engine) startRound(why []string, self []int) {
 	tm := e.sc.Timing
 	r := &e.round
-	r.active, r.pending, r.pendWhy = true, false, nil
+	r.active, r.pending, r.pendWhy, r.pendSelf = true, false, nil, nil
 	r.gen++
 	r.n++
 	r.started = e.now
 	r.why = why
-	r.applyAt = e.now + notice + tm.Join + tm.Sync
+	joined := e.now
 	for _, in := range e.insts {
-		if in.inGroup && !in.running && in.noticeAt+tm.Sync > r.applyAt {
-			r.applyAt = in.noticeAt + tm.Sync
+		if !in.inGroup {
+			continue
 		}
+		if !in.running {
+			if at := in.noticeAt + tm.Sync; at > joined+tm.Join+tm.Sync {
+				joined = at - tm.Join - tm.Sync
+			}
+			continue
+		}
+		notice := e.now
+		if !slices.Contains(self, in.idx) {
+			notice = e.nextBeat(in, e.now)
+		}
+		if e.pol.StopTheWorld {
+			e.seq++
+			heap.Push(&e.queue, event{at: notice, seq: e.seq, kind: evEagerPause, arg: in.idx, n: r.n})
+		}
+		joined = max(joined, notice)
 	}
+	r.applyAt = joined + tm.Join + tm.Sync
 	e.push(r.applyAt, evRoundApply, r.gen)
-	if e.pol.StopTheWorld {
-		e.push(e.now+notice, evEagerPause, r.gen)
-	}
 	e.note(e.now, "rebalance", fmt.Sprintf("#%d starts: %s", r.n, joinWhy(why)))
 	if r.n > e.opt.MaxRounds {
 		e.fail(fmt.Errorf("sim: %s: more than %d rebalances by %v: the policy does not settle", e.sc.Name, e.opt.MaxRounds, fmtTime(e.now)))
@@ -756,19 +856,24 @@ func (e *engine) delayRound(at time.Duration) {
 	e.push(at, evRoundApply, e.round.gen)
 }
 
-// pauseWorld: eager members stop processing everything when they rejoin.
-func (e *engine) pauseWorld() {
+// pauseMember: an eager member stops processing all its tasks when it
+// notices the rebalance (it revokes everything before it rejoins).
+func (e *engine) pauseMember(in *instState) {
 	n := 0
-	for _, t := range e.tasks {
-		if t.processing && t.owner >= 0 {
+	for _, ti := range in.actives {
+		t := e.tasks[ti]
+		if t.processing {
 			e.setProcessing(t, false)
 			t.suspended = true
 			n++
 		}
 	}
+	if n == 0 {
+		return
+	}
 	e.unavailable += n
 	e.res.sample(e.now, e.unavailable, e.offBalance)
-	e.detail("pause", fmt.Sprintf("%d tasks stop for the rebalance", n))
+	e.detail("pause", fmt.Sprintf("%s stops %d tasks for the rebalance", in.spec.ID, n))
 }
 
 // indexTasks ranks the tasks in byte order of their ids and builds the

@@ -97,6 +97,7 @@ func (e *engine) applyRound() {
 	}
 	planned := func(role lifecycle.Role, ti int) bool { return e.mark[role-lifecycle.Active][ti] == e.stamp }
 	var nRevoked, nAssigned, nLearners, nStandbys int
+	var revokers []int // members that give up actives
 	// Most members of a large group keep exactly what they had; their
 	// plan needs no work (except under stop-the-world, where everyone
 	// resumes).
@@ -122,6 +123,9 @@ func (e *engine) applyRound() {
 				continue
 			}
 			nRevoked++
+			if len(revokers) == 0 || revokers[len(revokers)-1] != m.idx {
+				revokers = append(revokers, m.idx)
+			}
 			e.detail("revoke", fmt.Sprintf("%s gives up %s%s", m.spec.ID, id, explain(assign.ReasonRevoke, id, m.spec.ID)))
 			e.dropActive(m, e.tasks[ti], true)
 		}
@@ -203,9 +207,14 @@ func (e *engine) applyRound() {
 			e.leaveIfDrained(m)
 		}
 	}
+	// Every member got its assignment now: its heartbeat timer starts
+	// again.
+	for _, m := range members {
+		m.beatFrom, m.beatEarly = e.now, !e.pol.StopTheWorld
+	}
 	r.active = false
-	pending, pendWhy := r.pending, r.pendWhy
-	r.pending, r.pendWhy = false, nil
+	pending, pendWhy, pendSelf := r.pending, r.pendWhy, r.pendSelf
+	r.pending, r.pendWhy, r.pendSelf = false, nil, nil
 	if e.pol.Probing {
 		e.probingGen++
 		if e.learners > 0 {
@@ -214,9 +223,15 @@ func (e *engine) applyRound() {
 	}
 	switch {
 	case plan.Followup:
-		e.startRound(append([]string{"follow-up"}, pendWhy...), 0)
+		// A member that gave up actives rejoins as soon as it has
+		// committed them (the cooperative client's rejoin after
+		// revoking); when none did, the leader asks for the round.
+		if len(revokers) == 0 && len(members) > 0 {
+			revokers = append(revokers, members[0].idx)
+		}
+		e.startRound(append([]string{"follow-up"}, pendWhy...), append(revokers, pendSelf...))
 	case pending:
-		e.startRound(pendWhy, e.sc.Timing.Heartbeat)
+		e.startRound(pendWhy, pendSelf)
 	}
 }
 
