@@ -115,6 +115,8 @@ func TestMeasureParams(t *testing.T) {
 		ev(10*s+250*ms, baton.EventLearnerReady, "b", "1_2", 0),
 		gen(ev(10*s+250*ms, baton.EventRebalance, "a", "", 0), 5, ""),
 		gen(ev(10*s+300*ms, baton.EventRebalance, "b", "", 0), 5, ""),
+		ev(10*s+260*ms, baton.EventRevoked, "a", "1_1", 0),
+		ev(10*s+320*ms, baton.EventRevoked, "b", "0_1", 0),
 		gen(ev(10*s+350*ms, baton.EventLeader, "a", "", 0), 6, "revoked=0 learners=0 followup=false"),
 		gen(ev(10*s+380*ms, baton.EventRebalance, "b", "", 0), 6, ""),
 		restored,
@@ -140,16 +142,31 @@ func TestMeasureParams(t *testing.T) {
 	if recs != 1805+1025 || busy != 900*ms {
 		t.Errorf("with unknown start lags: restored %d records in %v, want 2830 in 900ms", recs, busy)
 	}
-	joins, syncs := measureRounds(rec, 10*s, 11*s)
-	if len(joins) != 1 || joins[0] != 50*ms {
-		t.Errorf("joins %v, want [50ms]", joins)
+	// Both members revoked in the follow-up: they rejoined at their last
+	// revocation, b last at 10.32s.
+	coop := rejoins{heartbeat: 200 * ms, early: 500 * ms}
+	joins, syncs := measureRounds(rec, 10*s, 11*s, coop)
+	if len(joins) != 1 || joins[0] != 30*ms {
+		t.Errorf("joins %v, want [30ms]", joins)
+	}
+	// Without a's revocation a rejoins at its first heartbeat, 200ms after
+	// its assignment at 10.25s, after the plan at 10.35s: nothing known.
+	noA := rec
+	noA.Events = slices.DeleteFunc(slices.Clone(rec.Events), func(e baton.Event) bool { return e.Kind == baton.EventRevoked && e.Instance == "a" })
+	if joins, _ := measureRounds(noA, 10*s, 11*s, coop); len(joins) != 0 {
+		t.Errorf("joins without a's revocation %v, want none", joins)
+	}
+	// Under eager every round counts, from the last revocation after the
+	// previous generation's assignments (only those of 5 before 6 here).
+	if joins, _ := measureRounds(rec, 10*s, 11*s, rejoins{heartbeat: 200 * ms, eager: true}); len(joins) != 1 || joins[0] != 30*ms {
+		t.Errorf("eager joins %v, want [30ms]", joins)
 	}
 	if len(syncs) != 2 || syncs[0] != 100*ms || syncs[1] != 30*ms {
 		t.Errorf("syncs %v, want [100ms 30ms]", syncs)
 	}
 	in := scenarioInput{cfg: SmokeScaleConfig(), rec: rec, w: Window{Start: 10 * s, End: 11 * s}}
 	p := measureParams(in, rates)
-	if p.RestoreFrom != FromEvent || math.Abs(p.RestoreRate-1805/0.7) > 1e-6 || p.JoinFrom != FromEvent || p.Join != 50*ms || p.Sync != 100*ms {
+	if p.RestoreFrom != FromEvent || math.Abs(p.RestoreRate-1805/0.7) > 1e-6 || p.JoinFrom != FromEvent || p.Join != 30*ms || p.Sync != 100*ms {
 		t.Errorf("params %+v", p)
 	}
 	if p.Session != time.Second || p.Heartbeat != baton.DefaultHeartbeatInterval {
