@@ -55,6 +55,8 @@ type taskState struct {
 	owner      int // instance holding it active, -1 if none
 	processing bool
 	suspended  bool    // eager: paused by a rebalance, owner kept
+	starting   bool    // its owner can run it; its first record is Timing.Start away
+	startGen   int     // the evStart that may end starting
 	endBase    float64 // changelog end at endAt
 	endAt      time.Duration
 	lastOwner  int
@@ -134,6 +136,7 @@ const (
 	evLoadTick
 	evAutoscale
 	evStarted
+	evStart
 )
 
 type event struct {
@@ -177,15 +180,19 @@ type engine struct {
 	seq    int
 
 	round struct {
-		active    bool
-		gen       int
-		n         int
-		started   time.Duration
-		applyAt   time.Duration
-		why       []string
-		pending   bool
-		pendWhy   []string
-		pendSelf  []int // members of the pending triggers that rejoin at once
+		active   bool
+		gen      int
+		n        int
+		started  time.Duration
+		applyAt  time.Duration
+		why      []string
+		pending  bool
+		pendWhy  []string
+		pendSelf []int // members of the pending triggers that rejoin at once
+		// rejoin is when each member sends JoinGroup, by instance index
+		// (-1: not in the round); joined when JoinGroup completes.
+		rejoin    []time.Duration
+		joined    time.Duration
 		stopWorld bool
 	}
 	probingGen int
@@ -492,6 +499,12 @@ func (e *engine) handle(ev event) {
 		e.evaluate()
 	case evStarted:
 		e.started(ev.arg)
+	case evStart:
+		if t := e.tasks[ev.arg]; t.starting && t.startGen == ev.n {
+			t.starting = false
+			e.setProcessing(t, true)
+			e.setUnavailable(-1)
+		}
 	}
 }
 
@@ -517,7 +530,7 @@ func (e *engine) scenarioEvent(ev Event) {
 		// A round in progress waits for the dead member until it is
 		// expelled.
 		if e.round.active {
-			e.delayRound(in.noticeAt + e.sc.Timing.Sync)
+			e.schedule()
 		}
 	case EventLeave:
 		e.leave(in)
@@ -620,6 +633,7 @@ func (e *engine) dropActive(in *instState, t *taskState, revoked bool) {
 		e.setUnavailable(1)
 	}
 	t.suspended = false
+	e.cancelStart(t)
 	if c := t.activeCopy; c != nil {
 		e.setRole(in, c, lifecycle.None)
 		t.activeCopy = nil
@@ -703,6 +717,9 @@ func (e *engine) removeMember(in *instState) {
 	in.inGroup = false
 	in.leaving = false
 	e.recomputeBalance()
+	if e.round.active {
+		e.schedule() // the round no longer waits for it
+	}
 }
 
 func (e *engine) leaveIfDrained(in *instState) {
@@ -719,6 +736,20 @@ func (e *engine) leaveIfDrained(in *instState) {
 // it sends JoinGroup at once; the others notice the rebalance at their
 // next heartbeat.
 func (e *engine) trigger(why string, by *instState) {
+	if r := &e.round; r.active && by != nil && e.now < r.joined && (by.idx >= len(r.rejoin) || r.rejoin[by.idx] < 0 || r.rejoin[by.idx] > e.now) {
+		// It has not rejoined yet (or, new, JoinGroup is still open):
+		// it rejoins now and this round serves the trigger.
+		for len(r.rejoin) <= by.idx {
+			r.rejoin = append(r.rejoin, -1)
+		}
+		r.rejoin[by.idx] = e.now
+		e.note(e.now, "rebalance", fmt.Sprintf("#%d: %s rejoins at once: %s", r.n, by.spec.ID, why))
+		if e.pol.StopTheWorld {
+			e.pauseMember(by)
+		}
+		e.schedule()
+		return
+	}
 	if e.round.active {
 		e.round.pending = true
 		e.round.pendWhy = append(e.round.pendWhy, why)
@@ -797,37 +828,30 @@ func ceilDiv(a, b time.Duration) time.Duration {
 // back), and the plan is applied sync after that. Under stop-the-world
 // each member pauses its tasks when it notices.
 func (e *engine) startRound(why []string, self []int) {
-	tm := e.sc.Timing
 	r := &e.round
 	r.active, r.pending, r.pendWhy, r.pendSelf = true, false, nil, nil
 	r.gen++
 	r.n++
 	r.started = e.now
 	r.why = why
-	joined := e.now
+	r.applyAt = -1
+	r.rejoin = r.rejoin[:0]
 	for _, in := range e.insts {
-		if !in.inGroup {
-			continue
-		}
-		if !in.running {
-			if at := in.noticeAt + tm.Sync; at > joined+tm.Join+tm.Sync {
-				joined = at - tm.Join - tm.Sync
+		notice := time.Duration(-1)
+		if in.inGroup && in.running {
+			notice = e.now
+			if !slices.Contains(self, in.idx) {
+				notice = e.nextBeat(in, e.now)
 			}
-			continue
+			if e.pol.StopTheWorld {
+				e.seq++
+				heap.Push(&e.queue, event{at: notice, seq: e.seq, kind: evEagerPause, arg: in.idx, n: r.n})
+			}
 		}
-		notice := e.now
-		if !slices.Contains(self, in.idx) {
-			notice = e.nextBeat(in, e.now)
-		}
-		if e.pol.StopTheWorld {
-			e.seq++
-			heap.Push(&e.queue, event{at: notice, seq: e.seq, kind: evEagerPause, arg: in.idx, n: r.n})
-		}
-		joined = max(joined, notice)
+		r.rejoin = append(r.rejoin, notice)
 	}
-	r.applyAt = joined + tm.Join + tm.Sync
-	e.push(r.applyAt, evRoundApply, r.gen)
 	e.note(e.now, "rebalance", fmt.Sprintf("#%d starts: %s", r.n, joinWhy(why)))
+	e.schedule()
 	if r.n > e.opt.MaxRounds {
 		e.fail(fmt.Errorf("sim: %s: more than %d rebalances by %v: the policy does not settle", e.sc.Name, e.opt.MaxRounds, fmtTime(e.now)))
 	}
@@ -847,13 +871,59 @@ func joinWhy(why []string) string {
 	return s
 }
 
-func (e *engine) delayRound(at time.Duration) {
-	if at <= e.round.applyAt {
+// schedule works out when the round's JoinGroup completes (join after the
+// last live member rejoins) and its plan is applied (sync later, and not
+// before sync after the broker expels a crashed member), and queues the
+// plan when that changed.
+func (e *engine) schedule() {
+	tm := e.sc.Timing
+	r := &e.round
+	if r.applyAt >= 0 && e.now >= r.joined {
+		return // JoinGroup completed: the round is what it is
+	}
+	joined := r.started
+	for i, at := range r.rejoin {
+		if in := e.insts[i]; in.inGroup && in.running && at >= 0 {
+			joined = max(joined, at)
+		}
+	}
+	applyAt := joined + tm.Join + tm.Sync
+	for _, in := range e.insts {
+		if in.inGroup && !in.running {
+			applyAt = max(applyAt, in.noticeAt+tm.Sync)
+		}
+	}
+	r.joined = applyAt - tm.Sync
+	if applyAt == r.applyAt {
 		return
 	}
-	e.round.applyAt = at
-	e.round.gen++
-	e.push(at, evRoundApply, e.round.gen)
+	r.applyAt = applyAt
+	r.gen++
+	e.push(applyAt, evRoundApply, r.gen)
+}
+
+// begin makes an active that its owner can run (its plan applied, its
+// state restored) available: Timing.Start later, when its first record
+// comes, or at once without a start time. It was counted unavailable.
+func (e *engine) begin(t *taskState) {
+	if e.sc.Timing.Start <= 0 {
+		e.setProcessing(t, true)
+		e.setUnavailable(-1)
+		return
+	}
+	t.starting = true
+	t.startGen++
+	e.seq++
+	heap.Push(&e.queue, event{at: e.now + e.sc.Timing.Start, seq: e.seq, kind: evStart, arg: t.idx, n: t.startGen})
+}
+
+// cancelStart forgets a start under way (its owner gave the task up or
+// paused it).
+func (e *engine) cancelStart(t *taskState) {
+	if t.starting {
+		t.starting = false
+		t.startGen++
+	}
 }
 
 // pauseMember: an eager member stops processing all its tasks when it
@@ -862,10 +932,15 @@ func (e *engine) pauseMember(in *instState) {
 	n := 0
 	for _, ti := range in.actives {
 		t := e.tasks[ti]
-		if t.processing {
+		switch {
+		case t.processing:
 			e.setProcessing(t, false)
 			t.suspended = true
 			n++
+		case t.starting:
+			// Already counted unavailable; it starts again after the plan.
+			e.cancelStart(t)
+			t.suspended = true
 		}
 	}
 	if n == 0 {

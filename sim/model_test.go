@@ -222,3 +222,42 @@ at 10s capacity A 2
 		t.Errorf("lone member's plan at %v (found %v), want 10.2s: it asks and nobody else must notice", at, ok)
 	}
 }
+
+// TestStartTime: an active runs Timing.Start after its owner can run it.
+// Under eager A pauses both tasks at its heartbeat at 10s, the plan comes
+// join + sync later, and each task's first record start after that.
+func TestStartTime(t *testing.T) {
+	r := runText(t, "eager", `
+timing heartbeat=1s join=100ms sync=100ms start=50ms
+task X1 X2 stateless
+instance A active=X1,X2
+at 10s join B
+`)
+	if math.Abs(r.UnavailableTaskSeconds-0.5) > 1e-9 || r.MaxUnavailable != 2 || r.TimeToBalance != 250*time.Millisecond {
+		t.Errorf("unavailable %v task-seconds, at most %d, balanced after %v; want 0.5, 2, 250ms", r.UnavailableTaskSeconds, r.MaxUnavailable, r.TimeToBalance)
+	}
+}
+
+// TestRejoinDuringRound: B's learner is ready at 10.209s, while the
+// follow-up round waits for B's early heartbeat (10.7s). B has not
+// rejoined yet, so it rejoins at once and that round serves the
+// readiness: no round of its own.
+func TestRejoinDuringRound(t *testing.T) {
+	r := runText(t, "smooth", `
+timing heartbeat=1s join=100ms sync=100ms
+config acceptable_lag=10
+task X1 X2 stateless
+task S1 S2 state=100 rate=0
+instance A active=X1,X2,S1,S2 restore=1e4
+at 10s join B restore=1e4
+`)
+	if at, ok := entryAt(r, "rebalance", "#2: B rejoins at once"); !ok || at != 10209*time.Millisecond {
+		t.Errorf("B rejoins at %v (found %v), want 10.209s", at, ok)
+	}
+	if at, ok := entryAt(r, "rebalance", "#2 plan"); !ok || at != 10409*time.Millisecond {
+		t.Errorf("second plan at %v (found %v), want 10.409s", at, ok)
+	}
+	if r.Rebalances != 3 {
+		t.Errorf("%d rebalances, want 3 (a join, its follow-up with the handover, the handover's follow-up)", r.Rebalances)
+	}
+}

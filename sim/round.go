@@ -152,8 +152,7 @@ func (e *engine) applyRound() {
 				if t.suspended {
 					t.suspended = false
 					if t.activeCopy == nil || t.activeCopy.following {
-						e.setProcessing(t, true)
-						e.setUnavailable(-1)
+						e.begin(t)
 					}
 				}
 				continue
@@ -251,8 +250,7 @@ func (e *engine) activate(m *instState, t *taskState, ti int, why string) {
 	}
 	t.lastOwner = m.idx
 	if !t.spec.Stateful {
-		e.setProcessing(t, true)
-		e.setUnavailable(-1)
+		e.begin(t)
 		e.detail(lifecycle.Active.String(), fmt.Sprintf("%s runs %s%s", m.spec.ID, t.spec.ID, why))
 		return
 	}
@@ -268,8 +266,7 @@ func (e *engine) activate(m *instState, t *taskState, ti int, why string) {
 		e.setFollowing(m, c, true)
 		c.pos = t.end(e.now)
 		e.stopRestoring(m, c)
-		e.setProcessing(t, true)
-		e.setUnavailable(-1)
+		e.begin(t)
 		e.detail(lifecycle.Active.String(), fmt.Sprintf("%s runs %s, caught up%s", m.spec.ID, t.spec.ID, why))
 		return
 	}

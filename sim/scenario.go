@@ -60,6 +60,10 @@ type Timing struct {
 	// Probing is the probing rebalance interval of the probing policy
 	// (probing.rebalance.interval.ms). Default 10m.
 	Probing time.Duration
+	// Start is the time from when an active can run (its plan applied,
+	// its state restored) to its first record: its owner fetches its
+	// input. Default 0.
+	Start time.Duration
 	// Early is when, after its assignment, a member of a cooperative
 	// group sends one heartbeat ahead of its timer, which then starts
 	// again from it (franz-go's, 500ms); 0: none. Not under eager.
@@ -387,12 +391,12 @@ func (p *parser) parseLine(f []string) error {
 			c.AcceptableLag = int64(n)
 		}
 	case "timing":
-		m, err := p.kv(args, "heartbeat", "join", "sync", "session", "commit", "probing", "early")
+		m, err := p.kv(args, "heartbeat", "join", "sync", "session", "commit", "probing", "early", "start")
 		if err != nil {
 			return err
 		}
 		t := &p.sc.Timing
-		for k, dst := range map[string]*time.Duration{"heartbeat": &t.Heartbeat, "join": &t.Join, "sync": &t.Sync, "session": &t.Session, "commit": &t.Commit, "probing": &t.Probing, "early": &t.Early} {
+		for k, dst := range map[string]*time.Duration{"heartbeat": &t.Heartbeat, "join": &t.Join, "sync": &t.Sync, "session": &t.Session, "commit": &t.Commit, "probing": &t.Probing, "early": &t.Early, "start": &t.Start} {
 			if v, ok := m[k]; ok {
 				if *dst, err = p.dur(k, v); err != nil {
 					return err
