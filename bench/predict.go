@@ -58,6 +58,10 @@ type ModelParams struct {
 	JoinFrom string        `json:"join_from"`
 	Sync     time.Duration `json:"sync_ns"`
 	SyncFrom string        `json:"sync_from"`
+	// Start is the median time from when a newly active task may run
+	// (its assignment, or the end of its restore) to its first record.
+	Start     time.Duration `json:"start_ns"`
+	StartFrom string        `json:"start_from"`
 	// Heartbeat, Session and Commit are the instances' settings.
 	Heartbeat time.Duration `json:"heartbeat_ns"`
 	Session   time.Duration `json:"session_ns"`
@@ -138,11 +142,13 @@ func measureParams(in scenarioInput, rates map[string]float64) ModelParams {
 	rj := rejoins{heartbeat: p.Heartbeat, early: earlyBeat(in.policy), eager: in.policy == string(assign.Eager)}
 	joins, syncs := measureRounds(in.rec, in.w.Start, in.w.End, rj)
 	runJoins, runSyncs := measureRounds(in.rec, 0, in.w.End, rj)
+	p.Start, p.StartFrom = d.Start, FromAssumed
+	starts, runStarts := measureStarts(in.rec, in.w.Start, in.w.End), measureStarts(in.rec, 0, in.w.End)
 	for _, m := range []struct {
 		event, run []time.Duration
 		dst        *time.Duration
 		from       *string
-	}{{joins, runJoins, &p.Join, &p.JoinFrom}, {syncs, runSyncs, &p.Sync, &p.SyncFrom}} {
+	}{{joins, runJoins, &p.Join, &p.JoinFrom}, {syncs, runSyncs, &p.Sync, &p.SyncFrom}, {starts, runStarts, &p.Start, &p.StartFrom}} {
 		switch {
 		case len(m.event) > 0:
 			*m.dst, *m.from = median(m.event), FromEvent
@@ -343,6 +349,29 @@ func measureRounds(rec Recording, from, to time.Duration, rj rejoins) (joins, sy
 	return joins, syncs
 }
 
+// measureStarts returns, for the first records of newly active tasks in
+// [from, to], the time from when each could run on its instance (its
+// last assignment there, or its restore after that) to the first record.
+func measureStarts(rec Recording, from, to time.Duration) []time.Duration {
+	type key struct{ inst, task string }
+	ready := map[key]time.Time{}
+	var out []time.Duration
+	for _, e := range rec.Events {
+		k := key{e.Instance, e.Task}
+		switch e.Kind {
+		case baton.EventAssigned, baton.EventRestored:
+			ready[k] = e.Time
+		case baton.EventFirstRecord:
+			at := e.Time.Sub(rec.Start)
+			if r, ok := ready[k]; ok && at >= from && at <= to && !e.Time.Before(r) {
+				out = append(out, e.Time.Sub(r))
+			}
+			delete(ready, k)
+		}
+	}
+	return out
+}
+
 // taskFigures returns, for every task seen, the records it had processed
 // by at (for a stateful task of wordcount, every record processed wrote
 // one changelog record: the changelog's length) and the records/s it
@@ -383,7 +412,8 @@ func writeScenario(in scenarioInput, p ModelParams, processed map[string]int64, 
 	line("# heartbeat, session and commit: the instances' settings.")
 	line("# join: %s.", paramSource(p.JoinFrom, "median, over the rounds in which every member's rejoin is known (follow-up rounds; every round under eager), of the time from the last member's rejoin to the leader's plan"))
 	line("# sync: %s.", paramSource(p.SyncFrom, "median, over rounds, of the time from the leader's plan to the last member's assignment"))
-	line("timing heartbeat=%v join=%v sync=%v session=%v commit=%v", dur(p.Heartbeat), dur(p.Join), dur(p.Sync), dur(p.Session), dur(p.Commit))
+	line("# start: %s.", paramSource(p.StartFrom, "median, over the tasks that became active, of the time from their assignment (or restore) to their first record"))
+	line("timing heartbeat=%v join=%v sync=%v start=%v session=%v commit=%v", dur(p.Heartbeat), dur(p.Join), dur(p.Sync), dur(p.Start), dur(p.Session), dur(p.Commit))
 	if p.RestoreFrom == FromAssumed {
 		line("# restore: assumed (the simulator's default): no learner or restore on the critical path was recorded.")
 	} else {

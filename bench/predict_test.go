@@ -119,7 +119,10 @@ func TestMeasureParams(t *testing.T) {
 		ev(10*s+320*ms, baton.EventRevoked, "b", "0_1", 0),
 		gen(ev(10*s+350*ms, baton.EventLeader, "a", "", 0), 6, "revoked=0 learners=0 followup=false"),
 		gen(ev(10*s+380*ms, baton.EventRebalance, "b", "", 0), 6, ""),
+		ev(10*s+380*ms, baton.EventAssigned, "b", "0_1", 0),
+		ev(10*s+420*ms, baton.EventFirstRecord, "b", "0_1", 0),
 		restored,
+		ev(10*s+520*ms, baton.EventFirstRecord, "c", "1_3", 0),
 	}}
 	rates := map[string]float64{"1_1": 100, "1_2": 100}
 	recs, busy := measureRestore(rec, 10*s, 11*s, rates)
@@ -168,6 +171,12 @@ func TestMeasureParams(t *testing.T) {
 	p := measureParams(in, rates)
 	if p.RestoreFrom != FromEvent || math.Abs(p.RestoreRate-1805/0.7) > 1e-6 || p.JoinFrom != FromEvent || p.Join != 30*ms || p.Sync != 100*ms {
 		t.Errorf("params %+v", p)
+	}
+	// b's 0_1: assigned at 10.38s, first record 40ms later; c's 1_3:
+	// restored at 10.5s, first record 20ms later. The median of two is
+	// the larger.
+	if st := measureStarts(rec, 10*s, 11*s); !slices.Equal(st, []time.Duration{40 * ms, 20 * ms}) || p.Start != 40*ms || p.StartFrom != FromEvent {
+		t.Errorf("starts %v, start %v (%s); want [40ms 20ms], 40ms from the event", st, p.Start, p.StartFrom)
 	}
 	if p.Session != time.Second || p.Heartbeat != baton.DefaultHeartbeatInterval {
 		t.Errorf("session %v heartbeat %v, want the smoke config's 1s and baton's default", p.Session, p.Heartbeat)
@@ -275,7 +284,7 @@ func TestPrintPredictions(t *testing.T) {
 	ok := EventFigures{Window: Window{Event: EventOut, Balanced: 1}, TimeToBalance: 500 * ms, UnavailableTaskSeconds: 0.5, MaxUnavailable: 2, Rounds: 4,
 		Predicted: &Prediction{Balanced: true, TimeToBalance: 800 * ms, UnavailableTaskSeconds: 0.75, MaxUnavailable: 2, Rounds: 3,
 			Ratios: map[string]float64{FigureTimeToBalance: 1.6, FigureUnavailableSecs: 1.5, FigureMaxUnavailable: 1, FigureRounds: 0.75},
-			Params: ModelParams{RestoreRate: 20000, RestoreFrom: FromEvent, Join: 201 * ms, JoinFrom: FromRun, Sync: ms / 2, SyncFrom: FromAssumed}}}
+			Params: ModelParams{RestoreRate: 20000, RestoreFrom: FromEvent, Join: 201 * ms, JoinFrom: FromRun, Sync: ms / 2, SyncFrom: FromAssumed, Start: 30 * ms, StartFrom: FromEvent}}}
 	bad := EventFigures{Window: Window{Event: EventIn, Balanced: 1}, Predicted: &Prediction{Error: "sim: no owner"}}
 	res := &ScaleResult{Runs: []PolicyRun{{Policy: "smooth", Events: []EventFigures{ok, bad}}}}
 	var b strings.Builder
@@ -294,7 +303,7 @@ func TestPrintPredictions(t *testing.T) {
 			inLine = l
 		}
 	}
-	want := []string{"0.5s", "0.8s", "1.60", "0.50", "0.75", "1.50", "20000 e", "201.0ms r", "0.5ms a"}
+	want := []string{"0.5s", "0.8s", "1.60", "0.50", "0.75", "1.50", "20000 e", "201.0ms r", "0.5ms a", "30.0ms e"}
 	for _, w := range want {
 		if !strings.Contains(outLine, w) {
 			t.Errorf("prediction line %q lacks %q:\n%s", outLine, w, b.String())
