@@ -98,8 +98,12 @@ type instState struct {
 	// the assignment, from which the timer starts again.
 	beatFrom  time.Duration
 	beatEarly bool
-	copies    map[int]*copyState
-	restoring map[int]*copyState // copies with a role that are not following
+	// leaveAfterJoin: drained by a plan that also had it give up
+	// actives, it rejoins the follow-up round first and leaves once that
+	// round's JoinGroup has completed.
+	leaveAfterJoin bool
+	copies         map[int]*copyState
+	restoring      map[int]*copyState // copies with a role that are not following
 	// Restore progress is lazy: the copies in restoring hold their
 	// position as of syncedAt, and progress at a constant share until
 	// the next sync. nextAt caches the first crossing; dirty asks to

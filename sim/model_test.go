@@ -261,3 +261,29 @@ at 10s join B restore=1e4
 		t.Errorf("%d rebalances, want 3 (a join, its follow-up with the handover, the handover's follow-up)", r.Rebalances)
 	}
 }
+
+// TestDrainedMemberLeavesDuringFollowup: C's plan at 10.2s revokes its
+// last task. C rejoins the follow-up round at once, after the revoke,
+// and leaves only once that round's JoinGroup has completed (A and B at
+// their early heartbeat, 10.7s): the leader plans the round, C leaves,
+// and A and B, waiting for their assignment, rejoin at once for a third
+// round, which hands X2 to B.
+func TestDrainedMemberLeavesDuringFollowup(t *testing.T) {
+	r := runText(t, "cooperative", `
+timing heartbeat=1s join=100ms sync=100ms
+task X1 X2 stateless
+instance A active=X1
+instance B
+instance C active=X2
+at 10s leave C
+`)
+	if at, ok := entryAt(r, "left", "C drained"); !ok || at != 10900*time.Millisecond {
+		t.Errorf("C left at %v (found %v), want 10.9s", at, ok)
+	}
+	if at, ok := entryAt(r, "active", "B runs X2"); !ok || at != 11100*time.Millisecond {
+		t.Errorf("X2 on B at %v (found %v), want 11.1s", at, ok)
+	}
+	if r.Rebalances != 3 {
+		t.Errorf("%d rebalances, want 3", r.Rebalances)
+	}
+}

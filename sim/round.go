@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/baton-streams/baton/assign"
@@ -21,6 +22,9 @@ type reasonKey struct {
 // the members' subscriptions and every member carries out its part.
 func (e *engine) applyRound() {
 	r := &e.round
+	if e.leaveAfterJoin() {
+		return
+	}
 	st, members := e.state()
 	if e.onState != nil {
 		e.onState(st)
@@ -199,12 +203,19 @@ func (e *engine) applyRound() {
 		r.n, nRevoked, nAssigned, nLearners, nStandbys, e.learners, e.unavailable, map[bool]string{true: "; follow-up", false: ""}[plan.Followup]))
 	e.recomputeBalance()
 
-	// Members that drained leave now; their LeaveGroup joins the next
-	// round rather than starting one of its own.
+	// Members that drained leave now, and their LeaveGroup joins the
+	// next round; but one that gave up actives in this plan of a
+	// follow-up rejoins as soon as it has committed them, before it acts
+	// on being drained: it leaves during the follow-up round.
 	for _, m := range members {
-		if m.leaving {
-			e.leaveIfDrained(m)
+		if !m.leaving || !m.inGroup || m.nActive[0]+m.nActive[1] > 0 {
+			continue
 		}
+		if plan.Followup && slices.Contains(revokers, m.idx) {
+			m.leaveAfterJoin = true
+			continue
+		}
+		e.leaveIfDrained(m)
 	}
 	// Every member got its assignment now: its heartbeat timer starts
 	// again.
@@ -232,6 +243,40 @@ func (e *engine) applyRound() {
 	case pending:
 		e.startRound(pendWhy, pendSelf)
 	}
+}
+
+// leaveAfterJoin ends a round whose JoinGroup completed with a drained
+// member in it (leaveAfterJoin): the leader plans it, the drained member
+// leaves the group, and the broker starts the round again while the
+// others wait for their SyncGroup, so they rejoin at once and never get
+// that plan. It reports whether it did.
+func (e *engine) leaveAfterJoin() bool {
+	var gone []string
+	for _, in := range e.insts {
+		if in.leaveAfterJoin && in.inGroup && in.running {
+			in.leaveAfterJoin = false
+			gone = append(gone, in.spec.ID)
+			e.note(e.now, "left", fmt.Sprintf("%s drained and left the group", in.spec.ID))
+			e.stopInstance(in, false)
+			in.inGroup, in.leaving = false, false
+			e.recomputeBalance()
+		}
+	}
+	if len(gone) == 0 {
+		return false
+	}
+	r := &e.round
+	e.res.Rebalances++
+	e.note(e.now, "rebalance", fmt.Sprintf("#%d planned, not delivered: %s left while the others waited for their assignment", r.n, strings.Join(gone, ", ")))
+	why := []string{strings.Join(gone, ", ") + " left"}
+	self := r.pendSelf
+	for _, in := range e.insts {
+		if in.inGroup && in.running {
+			self = append(self, in.idx)
+		}
+	}
+	e.startRound(append(why, r.pendWhy...), self)
+	return true
 }
 
 // activate makes t active on m. A stateful task restores whatever its new
