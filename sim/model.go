@@ -747,7 +747,7 @@ func (e *engine) trigger(why string, by *instState) {
 			r.rejoin = append(r.rejoin, -1)
 		}
 		r.rejoin[by.idx] = e.now
-		e.note(e.now, "rebalance", fmt.Sprintf("#%d: %s rejoins at once: %s", r.n, by.spec.ID, why))
+		e.detail("rebalance", fmt.Sprintf("#%d: %s rejoins at once: %s", r.n, by.spec.ID, why))
 		if e.pol.StopTheWorld {
 			e.pauseMember(by)
 		}
