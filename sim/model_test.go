@@ -209,6 +209,18 @@ at 10s join B
 	if want := first + 500*time.Millisecond + 200*time.Millisecond; !ok || second != want {
 		t.Errorf("follow-up plan at %v (found %v), want %v: B's early heartbeat + join + sync", second, ok, want)
 	}
+	// Without the early heartbeat B rejoins at its timer, a heartbeat
+	// after its assignment.
+	late := runText(t, "cooperative", `
+timing heartbeat=1s join=100ms sync=100ms early=0s
+task X1 X2 stateless
+instance A active=X1,X2
+at 10s join B
+`)
+	first, _ = entryAt(late, "rebalance", "#1 plan")
+	if second, ok := entryAt(late, "rebalance", "#2 plan"); !ok || second != first+time.Second+200*time.Millisecond {
+		t.Errorf("with early=0s, follow-up plan at %v (found %v), want %v", second, ok, first+time.Second+200*time.Millisecond)
+	}
 	alone := runText(t, "cooperative", `
 timing heartbeat=1s join=100ms sync=100ms
 task X1 X2 stateless
