@@ -45,11 +45,13 @@ type Scenario struct {
 
 // Timing holds the protocol delays of the model.
 type Timing struct {
-	// Heartbeat is how long, at worst, members take to notice that a
-	// rebalance started (Kafka's heartbeat.interval.ms). Default 3s.
+	// Heartbeat is the members' heartbeat interval: a member that did
+	// not ask for a rebalance learns of it at its next heartbeat
+	// (Kafka's heartbeat.interval.ms). Default 3s.
 	Heartbeat time.Duration
-	// Join and Sync are the JoinGroup and SyncGroup latencies. Default
-	// 100ms each.
+	// Join is the time from the last member's JoinGroup of a round to
+	// the leader's plan, Sync from the plan to the members' assignments.
+	// Default 100ms each.
 	Join, Sync time.Duration
 	// Session is how long the group takes to notice a crashed member
 	// (session.timeout.ms). Default 45s.
