@@ -45,17 +45,23 @@ type ModelParams struct {
 	RestoreRecords int64         `json:"restore_records"`
 	RestoreTime    time.Duration `json:"restore_time_ns"`
 	RestoreFrom    string        `json:"restore_from"`
-	// Join is the median time from the last member's assignment of a
-	// round whose plan asked for a follow-up to the leader's plan of the
-	// follow-up round: the members' rejoin and JoinGroup, which is what
-	// the model's follow-up round takes before SyncGroup (the model has
-	// the members rejoin at once; a member that waits for its next
-	// heartbeat shows here). Sync is the median time from a leader's plan
-	// to the last member's assignment of that generation (SyncGroup).
+	// Join is the median time from the last member's JoinGroup of a
+	// round to the leader's plan (the model's JoinGroup), over the rounds
+	// in which when every member rejoined is known: follow-up rounds (a
+	// member that gave up actives rejoins once it has committed them, at
+	// its last revocation; the others at their first heartbeat after
+	// their assignment) and, under eager, every round (each member
+	// revokes everything, then rejoins). Sync is the median time from a
+	// leader's plan to the last member's assignment of that generation
+	// (SyncGroup).
 	Join     time.Duration `json:"join_ns"`
 	JoinFrom string        `json:"join_from"`
 	Sync     time.Duration `json:"sync_ns"`
 	SyncFrom string        `json:"sync_from"`
+	// Start is the median time from when a newly active task may run
+	// (its assignment, or the end of its restore) to its first record.
+	Start     time.Duration `json:"start_ns"`
+	StartFrom string        `json:"start_from"`
 	// Heartbeat, Session and Commit are the instances' settings.
 	Heartbeat time.Duration `json:"heartbeat_ns"`
 	Session   time.Duration `json:"session_ns"`
@@ -133,13 +139,16 @@ func measureParams(in scenarioInput, rates map[string]float64) ModelParams {
 	}
 	d := sim.DefaultTiming()
 	p.Join, p.JoinFrom, p.Sync, p.SyncFrom = d.Join, FromAssumed, d.Sync, FromAssumed
-	joins, syncs := measureRounds(in.rec, in.w.Start, in.w.End)
-	runJoins, runSyncs := measureRounds(in.rec, 0, in.w.End)
+	rj := rejoins{heartbeat: p.Heartbeat, early: earlyBeat(in.policy), eager: in.policy == string(assign.Eager)}
+	joins, syncs := measureRounds(in.rec, in.w.Start, in.w.End, rj)
+	runJoins, runSyncs := measureRounds(in.rec, 0, in.w.End, rj)
+	p.Start, p.StartFrom = d.Start, FromAssumed
+	starts, runStarts := measureStarts(in.rec, in.w.Start, in.w.End), measureStarts(in.rec, 0, in.w.End)
 	for _, m := range []struct {
 		event, run []time.Duration
 		dst        *time.Duration
 		from       *string
-	}{{joins, runJoins, &p.Join, &p.JoinFrom}, {syncs, runSyncs, &p.Sync, &p.SyncFrom}} {
+	}{{joins, runJoins, &p.Join, &p.JoinFrom}, {syncs, runSyncs, &p.Sync, &p.SyncFrom}, {starts, runStarts, &p.Start, &p.StartFrom}} {
 		switch {
 		case len(m.event) > 0:
 			*m.dst, *m.from = median(m.event), FromEvent
@@ -252,13 +261,33 @@ func processedBy(rec Recording, task string, at time.Duration) int64 {
 	return n
 }
 
+// rejoins is what measureRounds needs to know when members rejoin: their
+// heartbeat interval, the cooperative client's early heartbeat (0 under
+// eager) and whether the group is eager.
+type rejoins struct {
+	heartbeat, early time.Duration
+	eager            bool
+}
+
+// earlyBeat is the early heartbeat after an assignment of a member of a
+// group under policy: the simulator's (franz-go's) under the cooperative
+// protocol, none under eager.
+func earlyBeat(policy string) time.Duration {
+	if policy == string(assign.Eager) {
+		return 0
+	}
+	return sim.DefaultTiming().Early
+}
+
 // measureRounds returns, for the rounds whose leader planned in [from,
-// to], the JoinGroup time of follow-up rounds and the SyncGroup time of
-// every round (see ModelParams).
-func measureRounds(rec Recording, from, to time.Duration) (joins, syncs []time.Duration) {
+// to], the JoinGroup time of the rounds in which every member's rejoin is
+// known and the SyncGroup time of every round (see ModelParams).
+func measureRounds(rec Recording, from, to time.Duration, rj rejoins) (joins, syncs []time.Duration) {
 	led := map[int32]time.Time{}
 	followup := map[int32]bool{}
 	assigned := map[int32]time.Time{}
+	members := map[int32]map[string]time.Time{} // generation -> instance -> its assignment
+	var revokes []baton.Event
 	for _, e := range rec.Events {
 		switch e.Kind {
 		case baton.EventLeader:
@@ -270,19 +299,77 @@ func measureRounds(rec Recording, from, to time.Duration) (joins, syncs []time.D
 			if e.Time.After(assigned[e.Generation]) {
 				assigned[e.Generation] = e.Time
 			}
+			if members[e.Generation] == nil {
+				members[e.Generation] = map[string]time.Time{}
+			}
+			members[e.Generation][e.Instance] = e.Time
+		case baton.EventRevoked:
+			revokes = append(revokes, e)
 		}
+	}
+	// lastRevoke is inst's last revocation (any instance's, for "") in
+	// (after, before), or the zero time.
+	lastRevoke := func(inst string, after, before time.Time) time.Time {
+		var last time.Time
+		for _, e := range revokes {
+			if (inst == "" || e.Instance == inst) && e.Time.After(after) && e.Time.Before(before) && e.Time.After(last) {
+				last = e.Time
+			}
+		}
+		return last
 	}
 	for _, g := range slices.Sorted(maps.Keys(led)) {
 		if a, ok := assigned[g]; ok && a.After(led[g]) {
 			syncs = append(syncs, a.Sub(led[g]))
 		}
-		if next, ok := led[g+1]; ok && followup[g] {
-			if a, ok := assigned[g]; ok && next.After(a) {
-				joins = append(joins, next.Sub(a))
+		next, ok := led[g+1]
+		if !ok || len(members[g]) == 0 {
+			continue
+		}
+		var last time.Time // the last member's rejoin for round g+1
+		switch {
+		case followup[g]:
+			for inst, a := range members[g] {
+				at := lastRevoke(inst, a, next)
+				if at.IsZero() {
+					d := sim.NextHeartbeat(0, 0, rj.heartbeat, rj.early)
+					at = a.Add(d)
+				}
+				if at.After(last) {
+					last = at
+				}
 			}
+		case rj.eager:
+			last = lastRevoke("", assigned[g], next)
+		}
+		if !last.IsZero() && !next.Before(last) {
+			joins = append(joins, next.Sub(last))
 		}
 	}
 	return joins, syncs
+}
+
+// measureStarts returns, for the first records of newly active tasks in
+// [from, to], the time from when each could run on its instance (its
+// last assignment there, or its restore after that) to the first record.
+func measureStarts(rec Recording, from, to time.Duration) []time.Duration {
+	type key struct{ inst, task string }
+	ready := map[key]time.Time{}
+	var out []time.Duration
+	for _, e := range rec.Events {
+		k := key{e.Instance, e.Task}
+		switch e.Kind {
+		case baton.EventAssigned, baton.EventRestored:
+			ready[k] = e.Time
+		case baton.EventFirstRecord:
+			at := e.Time.Sub(rec.Start)
+			if r, ok := ready[k]; ok && at >= from && at <= to && !e.Time.Before(r) {
+				out = append(out, e.Time.Sub(r))
+			}
+			delete(ready, k)
+		}
+	}
+	return out
 }
 
 // taskFigures returns, for every task seen, the records it had processed
@@ -323,9 +410,10 @@ func writeScenario(in scenarioInput, p ModelParams, processed map[string]int64, 
 	}
 	line("config standbys=%d max_learners=%d acceptable_lag=%d", standbys, assign.DefaultMaxLearners, in.cfg.AcceptableLag)
 	line("# heartbeat, session and commit: the instances' settings.")
-	line("# join: %s.", paramSource(p.JoinFrom, "median, over follow-up rounds, of the time from the last assignment of the round before to the leader's plan (the members' rejoin and JoinGroup: all that the model's follow-up round takes before SyncGroup)"))
+	line("# join: %s.", paramSource(p.JoinFrom, "median, over the rounds in which every member's rejoin is known (follow-up rounds; every round under eager), of the time from the last member's rejoin to the leader's plan"))
 	line("# sync: %s.", paramSource(p.SyncFrom, "median, over rounds, of the time from the leader's plan to the last member's assignment"))
-	line("timing heartbeat=%v join=%v sync=%v session=%v commit=%v", dur(p.Heartbeat), dur(p.Join), dur(p.Sync), dur(p.Session), dur(p.Commit))
+	line("# start: %s.", paramSource(p.StartFrom, "median, over the tasks that became active, of the time from their assignment (or restore) to their first record"))
+	line("timing heartbeat=%v join=%v sync=%v start=%v session=%v commit=%v", dur(p.Heartbeat), dur(p.Join), dur(p.Sync), dur(p.Start), dur(p.Session), dur(p.Commit))
 	if p.RestoreFrom == FromAssumed {
 		line("# restore: assumed (the simulator's default): no learner or restore on the critical path was recorded.")
 	} else {
@@ -358,6 +446,11 @@ func writeScenario(in scenarioInput, p ModelParams, processed map[string]int64, 
 		line("# reported in the leader's last plan before the event, plus what its task wrote since.")
 	}
 	restore := fmt.Sprintf("%.0f", math.Max(1, p.RestoreRate))
+	beats := nextBeats(in, p.Heartbeat)
+	if len(beats) > 0 {
+		line("# beat: the instance's first heartbeat after the event, from its last assignment before it")
+		line("# (its heartbeat timer starts at the assignment and fires every heartbeat).")
+	}
 	for _, m := range in.before {
 		var act, sb []string
 		for _, t := range m.status.Tasks {
@@ -371,6 +464,9 @@ func writeScenario(in scenarioInput, p ModelParams, processed map[string]int64, 
 		slices.Sort(act)
 		slices.Sort(sb)
 		l := fmt.Sprintf("instance %s restore=%s", m.id, restore)
+		if b, ok := beats[m.id]; ok {
+			l += " beat=" + dur(b)
+		}
 		if len(act) > 0 {
 			l += " active=" + strings.Join(act, ",")
 		}
@@ -393,6 +489,30 @@ func writeScenario(in scenarioInput, p ModelParams, processed map[string]int64, 
 	}
 	line("limit 1h")
 	return b.String()
+}
+
+// nextBeats returns, per instance of the group before the event, the
+// time from the event to its first heartbeat after it, worked out from its
+// last assignment before the event as the simulator's model does.
+func nextBeats(in scenarioInput, hb time.Duration) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, m := range in.before {
+		var last time.Duration = -1
+		for _, e := range in.rec.Events {
+			if at := e.Time.Sub(in.rec.Start); e.Kind == baton.EventRebalance && e.Instance == m.id && at <= in.w.Start {
+				last = max(last, at)
+			}
+		}
+		if last < 0 {
+			continue
+		}
+		b := sim.NextHeartbeat(last, in.w.Start, hb, earlyBeat(in.policy)) - in.w.Start
+		if b <= 0 {
+			b = hb // a heartbeat at the event itself: the next one
+		}
+		out[m.id] = b
+	}
+	return out
 }
 
 // onDisk returns, per instance of the group before the event, the lag of

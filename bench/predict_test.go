@@ -115,9 +115,14 @@ func TestMeasureParams(t *testing.T) {
 		ev(10*s+250*ms, baton.EventLearnerReady, "b", "1_2", 0),
 		gen(ev(10*s+250*ms, baton.EventRebalance, "a", "", 0), 5, ""),
 		gen(ev(10*s+300*ms, baton.EventRebalance, "b", "", 0), 5, ""),
+		ev(10*s+260*ms, baton.EventRevoked, "a", "1_1", 0),
+		ev(10*s+320*ms, baton.EventRevoked, "b", "0_1", 0),
 		gen(ev(10*s+350*ms, baton.EventLeader, "a", "", 0), 6, "revoked=0 learners=0 followup=false"),
 		gen(ev(10*s+380*ms, baton.EventRebalance, "b", "", 0), 6, ""),
+		ev(10*s+380*ms, baton.EventAssigned, "b", "0_1", 0),
+		ev(10*s+420*ms, baton.EventFirstRecord, "b", "0_1", 0),
 		restored,
+		ev(10*s+520*ms, baton.EventFirstRecord, "c", "1_3", 0),
 	}}
 	rates := map[string]float64{"1_1": 100, "1_2": 100}
 	recs, busy := measureRestore(rec, 10*s, 11*s, rates)
@@ -140,17 +145,38 @@ func TestMeasureParams(t *testing.T) {
 	if recs != 1805+1025 || busy != 900*ms {
 		t.Errorf("with unknown start lags: restored %d records in %v, want 2830 in 900ms", recs, busy)
 	}
-	joins, syncs := measureRounds(rec, 10*s, 11*s)
-	if len(joins) != 1 || joins[0] != 50*ms {
-		t.Errorf("joins %v, want [50ms]", joins)
+	// Both members revoked in the follow-up: they rejoined at their last
+	// revocation, b last at 10.32s.
+	coop := rejoins{heartbeat: 200 * ms, early: 500 * ms}
+	joins, syncs := measureRounds(rec, 10*s, 11*s, coop)
+	if len(joins) != 1 || joins[0] != 30*ms {
+		t.Errorf("joins %v, want [30ms]", joins)
+	}
+	// Without a's revocation a rejoins at its first heartbeat, 200ms after
+	// its assignment at 10.25s, after the plan at 10.35s: nothing known.
+	noA := rec
+	noA.Events = slices.DeleteFunc(slices.Clone(rec.Events), func(e baton.Event) bool { return e.Kind == baton.EventRevoked && e.Instance == "a" })
+	if joins, _ := measureRounds(noA, 10*s, 11*s, coop); len(joins) != 0 {
+		t.Errorf("joins without a's revocation %v, want none", joins)
+	}
+	// Under eager every round counts, from the last revocation after the
+	// previous generation's assignments (only those of 5 before 6 here).
+	if joins, _ := measureRounds(rec, 10*s, 11*s, rejoins{heartbeat: 200 * ms, eager: true}); len(joins) != 1 || joins[0] != 30*ms {
+		t.Errorf("eager joins %v, want [30ms]", joins)
 	}
 	if len(syncs) != 2 || syncs[0] != 100*ms || syncs[1] != 30*ms {
 		t.Errorf("syncs %v, want [100ms 30ms]", syncs)
 	}
 	in := scenarioInput{cfg: SmokeScaleConfig(), rec: rec, w: Window{Start: 10 * s, End: 11 * s}}
 	p := measureParams(in, rates)
-	if p.RestoreFrom != FromEvent || math.Abs(p.RestoreRate-1805/0.7) > 1e-6 || p.JoinFrom != FromEvent || p.Join != 50*ms || p.Sync != 100*ms {
+	if p.RestoreFrom != FromEvent || math.Abs(p.RestoreRate-1805/0.7) > 1e-6 || p.JoinFrom != FromEvent || p.Join != 30*ms || p.Sync != 100*ms {
 		t.Errorf("params %+v", p)
+	}
+	// b's 0_1: assigned at 10.38s, first record 40ms later; c's 1_3:
+	// restored at 10.5s, first record 20ms later. The median of two is
+	// the larger.
+	if st := measureStarts(rec, 10*s, 11*s); !slices.Equal(st, []time.Duration{40 * ms, 20 * ms}) || p.Start != 40*ms || p.StartFrom != FromEvent {
+		t.Errorf("starts %v, start %v (%s); want [40ms 20ms], 40ms from the event", st, p.Start, p.StartFrom)
 	}
 	if p.Session != time.Second || p.Heartbeat != baton.DefaultHeartbeatInterval {
 		t.Errorf("session %v heartbeat %v, want the smoke config's 1s and baton's default", p.Session, p.Heartbeat)
@@ -258,7 +284,7 @@ func TestPrintPredictions(t *testing.T) {
 	ok := EventFigures{Window: Window{Event: EventOut, Balanced: 1}, TimeToBalance: 500 * ms, UnavailableTaskSeconds: 0.5, MaxUnavailable: 2, Rounds: 4,
 		Predicted: &Prediction{Balanced: true, TimeToBalance: 800 * ms, UnavailableTaskSeconds: 0.75, MaxUnavailable: 2, Rounds: 3,
 			Ratios: map[string]float64{FigureTimeToBalance: 1.6, FigureUnavailableSecs: 1.5, FigureMaxUnavailable: 1, FigureRounds: 0.75},
-			Params: ModelParams{RestoreRate: 20000, RestoreFrom: FromEvent, Join: 201 * ms, JoinFrom: FromRun, Sync: ms / 2, SyncFrom: FromAssumed}}}
+			Params: ModelParams{RestoreRate: 20000, RestoreFrom: FromEvent, Join: 201 * ms, JoinFrom: FromRun, Sync: ms / 2, SyncFrom: FromAssumed, Start: 30 * ms, StartFrom: FromEvent}}}
 	bad := EventFigures{Window: Window{Event: EventIn, Balanced: 1}, Predicted: &Prediction{Error: "sim: no owner"}}
 	res := &ScaleResult{Runs: []PolicyRun{{Policy: "smooth", Events: []EventFigures{ok, bad}}}}
 	var b strings.Builder
@@ -277,7 +303,7 @@ func TestPrintPredictions(t *testing.T) {
 			inLine = l
 		}
 	}
-	want := []string{"0.5s", "0.8s", "1.60", "0.50", "0.75", "1.50", "20000 e", "201.0ms r", "0.5ms a"}
+	want := []string{"0.5s", "0.8s", "1.60", "0.50", "0.75", "1.50", "20000 e", "201.0ms r", "0.5ms a", "30.0ms e"}
 	for _, w := range want {
 		if !strings.Contains(outLine, w) {
 			t.Errorf("prediction line %q lacks %q:\n%s", outLine, w, b.String())

@@ -112,7 +112,7 @@ func printPredictions(w io.Writer, events []string, res *ScaleResult) error {
 	fmt.Fprintln(w, "measured against the simulator's prediction (sim/meas: predicted / measured)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "event\tpolicy\tbalanced\tsim\tsim/meas\tunavailable task-s\tsim\tsim/meas\tmost unavailable\tsim\tsim/meas\t"+
-		"restored (critical path)\tsim\tsim/meas\trounds\tsim\tsim/meas\trestore/s\tjoin\tsync\t")
+		"restored (critical path)\tsim\tsim/meas\trounds\tsim\tsim/meas\trestore/s\tjoin\tsync\tstart\t")
 	from := map[string]string{FromEvent: "e", FromRun: "r", FromAssumed: "a"}
 	for _, name := range events {
 		for _, r := range res.Runs {
@@ -130,7 +130,7 @@ func printPredictions(w io.Writer, events []string, res *ScaleResult) error {
 				if p != nil {
 					why = p.Error
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t\t\t%.2f\t\t\t%d\t\t\t%d\t\t\t%d\t\t\t\t\t\t%s\n", name, r.Policy, bal,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t\t\t%.2f\t\t\t%d\t\t\t%d\t\t\t%d\t\t\t\t\t\t\t%s\n", name, r.Policy, bal,
 					ef.UnavailableTaskSeconds, ef.MaxUnavailable, ef.ReplayedSum, ef.Rounds, why)
 				continue
 			}
@@ -144,19 +144,19 @@ func printPredictions(w io.Writer, events []string, res *ScaleResult) error {
 			if p.Balanced {
 				pbal = secs(p.TimeToBalance)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t%s\t%d\t%d\t%s\t%d\t%.0f\t%s\t%d\t%d\t%s\t%.0f %s\t%s %s\t%s %s\t\n",
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f\t%.2f\t%s\t%d\t%d\t%s\t%d\t%.0f\t%s\t%d\t%d\t%s\t%.0f %s\t%s %s\t%s %s\t%s %s\t\n",
 				name, r.Policy, bal, pbal, ratio(FigureTimeToBalance),
 				ef.UnavailableTaskSeconds, p.UnavailableTaskSeconds, ratio(FigureUnavailableSecs),
 				ef.MaxUnavailable, p.MaxUnavailable, ratio(FigureMaxUnavailable),
 				ef.ReplayedSum, p.RestoredCritical, ratio(FigureRestoredCritical),
 				ef.Rounds, p.Rounds, ratio(FigureRounds),
-				p.Params.RestoreRate, from[p.Params.RestoreFrom], msec(p.Params.Join), from[p.Params.JoinFrom], msec(p.Params.Sync), from[p.Params.SyncFrom])
+				p.Params.RestoreRate, from[p.Params.RestoreFrom], msec(p.Params.Join), from[p.Params.JoinFrom], msec(p.Params.Sync), from[p.Params.SyncFrom], msec(p.Params.Start), from[p.Params.StartFrom])
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "(restore/s, join, sync: the model's parameters; e measured in the event, r over the run before it, a assumed)")
+	fmt.Fprintln(w, "(restore/s, join, sync, start: the model's parameters; e measured in the event, r over the run before it, a assumed)")
 	fmt.Fprintln(w)
 	return nil
 }

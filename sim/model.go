@@ -55,6 +55,8 @@ type taskState struct {
 	owner      int // instance holding it active, -1 if none
 	processing bool
 	suspended  bool    // eager: paused by a rebalance, owner kept
+	starting   bool    // its owner can run it; its first record is Timing.Start away
+	startGen   int     // the evStart that may end starting
 	endBase    float64 // changelog end at endAt
 	endAt      time.Duration
 	lastOwner  int
@@ -84,14 +86,24 @@ func (t *taskState) setProcessingAt(now time.Duration, on bool) {
 }
 
 type instState struct {
-	spec      InstanceSpec
-	idx       int
-	inGroup   bool // a member of the group (until it leaves or is expelled)
-	running   bool // the process is up
-	leaving   bool
-	noticeAt  time.Duration // crashed: when the group expels it
-	copies    map[int]*copyState
-	restoring map[int]*copyState // copies with a role that are not following
+	spec     InstanceSpec
+	idx      int
+	inGroup  bool // a member of the group (until it leaves or is expelled)
+	running  bool // the process is up
+	leaving  bool
+	noticeAt time.Duration // crashed: when the group expels it
+	// The member's heartbeats: its client's heartbeat timer starts when
+	// it gets its assignment (beatFrom) and fires every heartbeat; with
+	// beatEarly, the client also sends one heartbeat Timing.Early after
+	// the assignment, from which the timer starts again.
+	beatFrom  time.Duration
+	beatEarly bool
+	// leaveAfterJoin: drained by a plan that also had it give up
+	// actives, it rejoins the follow-up round first and leaves once that
+	// round's JoinGroup has completed.
+	leaveAfterJoin bool
+	copies         map[int]*copyState
+	restoring      map[int]*copyState // copies with a role that are not following
 	// Restore progress is lazy: the copies in restoring hold their
 	// position as of syncedAt, and progress at a constant share until
 	// the next sync. nextAt caches the first crossing; dirty asks to
@@ -128,6 +140,7 @@ const (
 	evLoadTick
 	evAutoscale
 	evStarted
+	evStart
 )
 
 type event struct {
@@ -135,6 +148,7 @@ type event struct {
 	seq  int
 	kind eventKind
 	arg  int // scenario event index, round generation, instance index
+	n    int // evEagerPause: the round's number
 }
 
 type eventQueue []event
@@ -170,14 +184,19 @@ type engine struct {
 	seq    int
 
 	round struct {
-		active    bool
-		gen       int
-		n         int
-		started   time.Duration
-		applyAt   time.Duration
-		why       []string
-		pending   bool
-		pendWhy   []string
+		active   bool
+		gen      int
+		n        int
+		started  time.Duration
+		applyAt  time.Duration
+		why      []string
+		pending  bool
+		pendWhy  []string
+		pendSelf []int // members of the pending triggers that rejoin at once
+		// rejoin is when each member sends JoinGroup, by instance index
+		// (-1: not in the round); joined when JoinGroup completes.
+		rejoin    []time.Duration
+		joined    time.Duration
 		stopWorld bool
 	}
 	probingGen int
@@ -250,6 +269,13 @@ func newEngine(sc *Scenario, pol Policy, opt Options) (*engine, error) {
 	e.indexTasks()
 	for _, is := range sc.Instances {
 		in := e.addInstance(is)
+		// Its next heartbeat after time 0 is at Beat (by default a
+		// heartbeat after 0, as if it got its assignment at 0).
+		beat := is.Beat
+		if beat <= 0 {
+			beat = sc.Timing.Heartbeat
+		}
+		in.beatFrom = beat - sc.Timing.Heartbeat
 		for _, id := range is.Active {
 			ti := e.taskIx[id]
 			t := e.tasks[ti]
@@ -388,6 +414,10 @@ func (e *engine) loop() {
 			e.handle(ev)
 		}
 		e.updateBalanced()
+		// Counted once the instant is over: a plan takes revoked tasks
+		// off before it starts the new owners at the same instant, and
+		// tasks unavailable for no time are not unavailable at once.
+		e.res.MaxUnavailable = max(e.res.MaxUnavailable, e.unavailable)
 		if e.load != nil {
 			e.loadShares()
 		}
@@ -419,7 +449,7 @@ func (e *engine) signalReady(in *instState, c *copyState) {
 	t := e.tasks[c.task]
 	e.detail("ready", fmt.Sprintf("%s learner %s caught up (lag %d)", in.spec.ID, t.spec.ID, lagInt(t.end(e.now)-c.pos)))
 	if e.pol.RejoinOnReady && in.inGroup {
-		e.trigger(fmt.Sprintf("%s ready for %s", in.spec.ID, t.spec.ID), true)
+		e.trigger(fmt.Sprintf("%s ready for %s", in.spec.ID, t.spec.ID), in)
 	}
 }
 
@@ -432,9 +462,6 @@ func lagInt(l float64) int64 {
 
 func (e *engine) setUnavailable(delta int) {
 	e.unavailable += delta
-	if e.unavailable > e.res.MaxUnavailable {
-		e.res.MaxUnavailable = e.unavailable
-	}
 	e.res.sample(e.now, e.unavailable, e.offBalance)
 }
 
@@ -447,8 +474,8 @@ func (e *engine) handle(ev event) {
 			e.applyRound()
 		}
 	case evEagerPause:
-		if ev.arg == e.round.gen && e.round.active {
-			e.pauseWorld()
+		if ev.n == e.round.n && e.round.active {
+			e.pauseMember(e.insts[ev.arg])
 		}
 	case evCrashNotice:
 		in := e.insts[ev.arg]
@@ -456,7 +483,7 @@ func (e *engine) handle(ev event) {
 			e.removeMember(in)
 			e.note(e.now, "expelled", fmt.Sprintf("%s: session timed out", in.spec.ID))
 			if !e.round.active {
-				e.trigger(in.spec.ID+" expelled", false)
+				e.trigger(in.spec.ID+" expelled", nil)
 			}
 		}
 	case evReturn:
@@ -465,10 +492,10 @@ func (e *engine) handle(ev event) {
 		e.nRunning++
 		in.syncedAt = e.now
 		e.note(e.now, "return", fmt.Sprintf("%s back with %d task states on disk", in.spec.ID, len(in.copies)))
-		e.trigger(in.spec.ID+" returned", true)
+		e.trigger(in.spec.ID+" returned", in)
 	case evProbing:
 		if ev.arg == e.probingGen {
-			e.trigger("probing rebalance", false)
+			e.trigger("probing rebalance", nil)
 		}
 	case evLoadStep, evLoadTick:
 		e.loadEvent(ev)
@@ -476,6 +503,12 @@ func (e *engine) handle(ev event) {
 		e.evaluate()
 	case evStarted:
 		e.started(ev.arg)
+	case evStart:
+		if t := e.tasks[ev.arg]; t.starting && t.startGen == ev.n {
+			t.starting = false
+			e.setProcessing(t, true)
+			e.setUnavailable(-1)
+		}
 	}
 }
 
@@ -494,12 +527,14 @@ func (e *engine) scenarioEvent(ev Event) {
 	case EventCrash:
 		e.note(e.now, "crash", in.spec.ID)
 		e.stopInstance(in, true)
-		in.noticeAt = e.now + e.sc.Timing.Session
+		// The broker expels it a session timeout after the last
+		// heartbeat it received.
+		in.noticeAt = e.lastBeat(in, e.now) + e.sc.Timing.Session
 		e.push(in.noticeAt, evCrashNotice, in.idx)
 		// A round in progress waits for the dead member until it is
 		// expelled.
 		if e.round.active {
-			e.delayRound(in.noticeAt + e.sc.Timing.Sync)
+			e.schedule()
 		}
 	case EventLeave:
 		e.leave(in)
@@ -507,7 +542,7 @@ func (e *engine) scenarioEvent(ev Event) {
 		e.note(e.now, "restart", fmt.Sprintf("%s stops for %v", in.spec.ID, ev.Down))
 		e.stopInstance(in, false)
 		e.removeMember(in)
-		e.trigger(in.spec.ID+" left", true)
+		e.trigger(in.spec.ID+" left", nil)
 		e.push(e.now+ev.Down, evReturn, in.idx)
 	case EventCapacity:
 		e.note(e.now, "capacity", fmt.Sprintf("%s capacity %d -> %d", in.spec.ID, in.spec.Capacity, ev.Capacity))
@@ -516,7 +551,7 @@ func (e *engine) scenarioEvent(ev Event) {
 			e.load.dirty = true
 		}
 		e.recomputeBalance()
-		e.trigger(in.spec.ID+" capacity changed", true)
+		e.trigger(in.spec.ID+" capacity changed", in)
 	case EventSlow:
 		e.note(e.now, "slow", fmt.Sprintf("%s restore rate %g/s -> %g/s", in.spec.ID, in.spec.Restore, ev.Restore))
 		e.sync(in)
@@ -530,7 +565,7 @@ func (e *engine) join(spec InstanceSpec) {
 	in := e.addInstance(spec)
 	e.note(e.now, "join", fmt.Sprintf("%s (capacity %d, restore %g/s)", in.spec.ID, in.spec.Capacity, in.spec.Restore))
 	e.recomputeBalance()
-	e.trigger(in.spec.ID+" joined", true)
+	e.trigger(in.spec.ID+" joined", in)
 }
 
 // leave takes an instance out of the group the way the policy does.
@@ -548,7 +583,7 @@ func (e *engine) drain(in *instState) {
 	in.leaving = true
 	e.note(e.now, "leave", fmt.Sprintf("%s drains", in.spec.ID))
 	e.recomputeBalance()
-	e.trigger(in.spec.ID+" leaving", true)
+	e.trigger(in.spec.ID+" leaving", in)
 	e.leaveIfDrained(in)
 }
 
@@ -558,7 +593,7 @@ func (e *engine) leaveNow(in *instState) {
 	e.note(e.now, "leave", fmt.Sprintf("%s stops and leaves the group", in.spec.ID))
 	e.stopInstance(in, false)
 	e.removeMember(in)
-	e.trigger(in.spec.ID+" left", true)
+	e.trigger(in.spec.ID+" left", nil)
 }
 
 // stopInstance stops a process. A crash loses its state (it never comes
@@ -602,6 +637,7 @@ func (e *engine) dropActive(in *instState, t *taskState, revoked bool) {
 		e.setUnavailable(1)
 	}
 	t.suspended = false
+	e.cancelStart(t)
 	if c := t.activeCopy; c != nil {
 		e.setRole(in, c, lifecycle.None)
 		t.activeCopy = nil
@@ -685,6 +721,9 @@ func (e *engine) removeMember(in *instState) {
 	in.inGroup = false
 	in.leaving = false
 	e.recomputeBalance()
+	if e.round.active {
+		e.schedule() // the round no longer waits for it
+	}
 }
 
 func (e *engine) leaveIfDrained(in *instState) {
@@ -694,39 +733,129 @@ func (e *engine) leaveIfDrained(in *instState) {
 	e.note(e.now, "left", fmt.Sprintf("%s drained and left the group", in.spec.ID))
 	e.stopInstance(in, false)
 	e.removeMember(in)
-	e.trigger(in.spec.ID+" left", true)
+	e.trigger(in.spec.ID+" left", nil)
 }
 
-// trigger asks for a rebalance. self: the member that asks rejoins at
-// once; otherwise members notice at their next heartbeat.
-func (e *engine) trigger(why string, self bool) {
+// trigger asks for a rebalance. by, if not nil, is the member that asks:
+// it sends JoinGroup at once; the others notice the rebalance at their
+// next heartbeat.
+func (e *engine) trigger(why string, by *instState) {
+	if r := &e.round; r.active && by != nil && e.now < r.joined && (by.idx >= len(r.rejoin) || r.rejoin[by.idx] < 0 || r.rejoin[by.idx] > e.now) {
+		// It has not rejoined yet (or, new, JoinGroup is still open):
+		// it rejoins now and this round serves the trigger.
+		for len(r.rejoin) <= by.idx {
+			r.rejoin = append(r.rejoin, -1)
+		}
+		r.rejoin[by.idx] = e.now
+		e.detail("rebalance", fmt.Sprintf("#%d: %s rejoins at once: %s", r.n, by.spec.ID, why))
+		if e.pol.StopTheWorld {
+			e.pauseMember(by)
+		}
+		e.schedule()
+		return
+	}
 	if e.round.active {
 		e.round.pending = true
 		e.round.pendWhy = append(e.round.pendWhy, why)
+		if by != nil {
+			e.round.pendSelf = append(e.round.pendSelf, by.idx)
+		}
 		return
 	}
-	e.startRound([]string{why}, e.sc.Timing.Heartbeat)
+	var self []int
+	if by != nil {
+		self = []int{by.idx}
+	}
+	e.startRound([]string{why}, self)
 }
 
-func (e *engine) startRound(why []string, notice time.Duration) {
-	tm := e.sc.Timing
+// nextBeat is the first heartbeat of in at or after at.
+func (e *engine) nextBeat(in *instState, at time.Duration) time.Duration {
+	return NextHeartbeat(in.beatFrom, at, e.sc.Timing.Heartbeat, e.early(in))
+}
+
+// lastBeat is the last heartbeat of in (or its assignment) at or before
+// at: what the broker last heard from it.
+func (e *engine) lastBeat(in *instState, at time.Duration) time.Duration {
+	hb, from := e.sc.Timing.Heartbeat, in.beatFrom
+	if early := e.early(in); early > 0 {
+		if at < from+early {
+			return from + (at-from)/hb*hb
+		}
+		from += early
+	}
+	return from + (at-from)/hb*hb
+}
+
+func (e *engine) early(in *instState) time.Duration {
+	if in.beatEarly {
+		return e.sc.Timing.Early
+	}
+	return 0
+}
+
+// NextHeartbeat is a client's first heartbeat at or after at (and after
+// from), when its heartbeat timer started at from (its assignment) and
+// fires every hb. early > 0 is the cooperative client's one early
+// heartbeat, early after from, which starts the timer again: heartbeats
+// at from+hb, from+2hb, ... while before from+early, then from+early,
+// from+early+hb, ...
+func NextHeartbeat(from, at, hb, early time.Duration) time.Duration {
+	if hb <= 0 {
+		return max(at, from)
+	}
+	if early > 0 {
+		if at <= from+early {
+			k := max(1, ceilDiv(at-from, hb))
+			if from+k*hb < from+early {
+				return from + k*hb
+			}
+			return from + early
+		}
+		from += early
+	}
+	return from + max(1, ceilDiv(at-from, hb))*hb
+}
+
+func ceilDiv(a, b time.Duration) time.Duration {
+	if a <= 0 {
+		return 0
+	}
+	return (a + b - 1) / b
+}
+
+// startRound starts a rebalance round. The members in self send
+// JoinGroup at once; every
+// other member at its next heartbeat, when the broker answers it that
+// the group is rebalancing. JoinGroup completes join after the last of
+// them (or when the broker expels a crashed member that has not come
+// back), and the plan is applied sync after that. Under stop-the-world
+// each member pauses its tasks when it notices.
+func (e *engine) startRound(why []string, self []int) {
 	r := &e.round
-	r.active, r.pending, r.pendWhy = true, false, nil
+	r.active, r.pending, r.pendWhy, r.pendSelf = true, false, nil, nil
 	r.gen++
 	r.n++
 	r.started = e.now
 	r.why = why
-	r.applyAt = e.now + notice + tm.Join + tm.Sync
+	r.applyAt = -1
+	r.rejoin = r.rejoin[:0]
 	for _, in := range e.insts {
-		if in.inGroup && !in.running && in.noticeAt+tm.Sync > r.applyAt {
-			r.applyAt = in.noticeAt + tm.Sync
+		notice := time.Duration(-1)
+		if in.inGroup && in.running {
+			notice = e.now
+			if !slices.Contains(self, in.idx) {
+				notice = e.nextBeat(in, e.now)
+			}
+			if e.pol.StopTheWorld {
+				e.seq++
+				heap.Push(&e.queue, event{at: notice, seq: e.seq, kind: evEagerPause, arg: in.idx, n: r.n})
+			}
 		}
-	}
-	e.push(r.applyAt, evRoundApply, r.gen)
-	if e.pol.StopTheWorld {
-		e.push(e.now+notice, evEagerPause, r.gen)
+		r.rejoin = append(r.rejoin, notice)
 	}
 	e.note(e.now, "rebalance", fmt.Sprintf("#%d starts: %s", r.n, joinWhy(why)))
+	e.schedule()
 	if r.n > e.opt.MaxRounds {
 		e.fail(fmt.Errorf("sim: %s: more than %d rebalances by %v: the policy does not settle", e.sc.Name, e.opt.MaxRounds, fmtTime(e.now)))
 	}
@@ -746,31 +875,84 @@ func joinWhy(why []string) string {
 	return s
 }
 
-func (e *engine) delayRound(at time.Duration) {
-	if at <= e.round.applyAt {
+// schedule works out when the round's JoinGroup completes (join after the
+// last live member rejoins) and its plan is applied (sync later, and not
+// before sync after the broker expels a crashed member), and queues the
+// plan when that changed.
+func (e *engine) schedule() {
+	tm := e.sc.Timing
+	r := &e.round
+	if r.applyAt >= 0 && e.now >= r.joined {
+		return // JoinGroup completed: the round is what it is
+	}
+	joined := r.started
+	for i, at := range r.rejoin {
+		if in := e.insts[i]; in.inGroup && in.running && at >= 0 {
+			joined = max(joined, at)
+		}
+	}
+	applyAt := joined + tm.Join + tm.Sync
+	for _, in := range e.insts {
+		if in.inGroup && !in.running {
+			applyAt = max(applyAt, in.noticeAt+tm.Sync)
+		}
+	}
+	r.joined = applyAt - tm.Sync
+	if applyAt == r.applyAt {
 		return
 	}
-	e.round.applyAt = at
-	e.round.gen++
-	e.push(at, evRoundApply, e.round.gen)
+	r.applyAt = applyAt
+	r.gen++
+	e.push(applyAt, evRoundApply, r.gen)
 }
 
-// pauseWorld: eager members stop processing everything when they rejoin.
-func (e *engine) pauseWorld() {
+// begin makes an active that its owner can run (its plan applied, its
+// state restored) available: Timing.Start later, when its first record
+// comes, or at once without a start time. It was counted unavailable.
+func (e *engine) begin(t *taskState) {
+	if e.sc.Timing.Start <= 0 {
+		e.setProcessing(t, true)
+		e.setUnavailable(-1)
+		return
+	}
+	t.starting = true
+	t.startGen++
+	e.seq++
+	heap.Push(&e.queue, event{at: e.now + e.sc.Timing.Start, seq: e.seq, kind: evStart, arg: t.idx, n: t.startGen})
+}
+
+// cancelStart forgets a start under way (its owner gave the task up or
+// paused it).
+func (e *engine) cancelStart(t *taskState) {
+	if t.starting {
+		t.starting = false
+		t.startGen++
+	}
+}
+
+// pauseMember: an eager member stops processing all its tasks when it
+// notices the rebalance (it revokes everything before it rejoins).
+func (e *engine) pauseMember(in *instState) {
 	n := 0
-	for _, t := range e.tasks {
-		if t.processing && t.owner >= 0 {
+	for _, ti := range in.actives {
+		t := e.tasks[ti]
+		switch {
+		case t.processing:
 			e.setProcessing(t, false)
 			t.suspended = true
 			n++
+		case t.starting:
+			// Already counted unavailable; it starts again after the plan.
+			e.cancelStart(t)
+			t.suspended = true
 		}
 	}
-	e.unavailable += n
-	if e.unavailable > e.res.MaxUnavailable {
-		e.res.MaxUnavailable = e.unavailable
+	if n == 0 {
+		return
 	}
+	e.unavailable += n
 	e.res.sample(e.now, e.unavailable, e.offBalance)
-	e.detail("pause", fmt.Sprintf("%d tasks stop for the rebalance", n))
+	e.detail("pause", fmt.Sprintf("%s stops %d tasks for the rebalance", in.spec.ID, n))
 }
 
 // indexTasks ranks the tasks in byte order of their ids and builds the

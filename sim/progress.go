@@ -199,9 +199,8 @@ func (e *engine) crossings() {
 			e.setFollowing(in, c, true)
 			c.pos = t.end(e.now)
 			e.stopRestoring(in, c)
-			if c.role == lifecycle.Active && !t.processing {
-				e.setProcessing(t, true)
-				e.setUnavailable(-1)
+			if c.role == lifecycle.Active && !t.processing && !t.starting {
+				e.begin(t)
 				e.detail("restored", fmt.Sprintf("%s %s %s restored, processing", in.spec.ID, c.role, t.spec.ID))
 			}
 		}

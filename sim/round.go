@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/baton-streams/baton/assign"
@@ -21,6 +22,9 @@ type reasonKey struct {
 // the members' subscriptions and every member carries out its part.
 func (e *engine) applyRound() {
 	r := &e.round
+	if e.leaveAfterJoin() {
+		return
+	}
 	st, members := e.state()
 	if e.onState != nil {
 		e.onState(st)
@@ -97,6 +101,7 @@ func (e *engine) applyRound() {
 	}
 	planned := func(role lifecycle.Role, ti int) bool { return e.mark[role-lifecycle.Active][ti] == e.stamp }
 	var nRevoked, nAssigned, nLearners, nStandbys int
+	var revokers []int // members that give up actives
 	// Most members of a large group keep exactly what they had; their
 	// plan needs no work (except under stop-the-world, where everyone
 	// resumes).
@@ -122,6 +127,9 @@ func (e *engine) applyRound() {
 				continue
 			}
 			nRevoked++
+			if len(revokers) == 0 || revokers[len(revokers)-1] != m.idx {
+				revokers = append(revokers, m.idx)
+			}
 			e.detail("revoke", fmt.Sprintf("%s gives up %s%s", m.spec.ID, id, explain(assign.ReasonRevoke, id, m.spec.ID)))
 			e.dropActive(m, e.tasks[ti], true)
 		}
@@ -148,8 +156,7 @@ func (e *engine) applyRound() {
 				if t.suspended {
 					t.suspended = false
 					if t.activeCopy == nil || t.activeCopy.following {
-						e.setProcessing(t, true)
-						e.setUnavailable(-1)
+						e.begin(t)
 					}
 				}
 				continue
@@ -196,16 +203,28 @@ func (e *engine) applyRound() {
 		r.n, nRevoked, nAssigned, nLearners, nStandbys, e.learners, e.unavailable, map[bool]string{true: "; follow-up", false: ""}[plan.Followup]))
 	e.recomputeBalance()
 
-	// Members that drained leave now; their LeaveGroup joins the next
-	// round rather than starting one of its own.
+	// Members that drained leave now, and their LeaveGroup joins the
+	// next round; but one that gave up actives in this plan of a
+	// follow-up rejoins as soon as it has committed them, before it acts
+	// on being drained: it leaves during the follow-up round.
 	for _, m := range members {
-		if m.leaving {
-			e.leaveIfDrained(m)
+		if !m.leaving || !m.inGroup || m.nActive[0]+m.nActive[1] > 0 {
+			continue
 		}
+		if plan.Followup && slices.Contains(revokers, m.idx) {
+			m.leaveAfterJoin = true
+			continue
+		}
+		e.leaveIfDrained(m)
+	}
+	// Every member got its assignment now: its heartbeat timer starts
+	// again.
+	for _, m := range members {
+		m.beatFrom, m.beatEarly = e.now, !e.pol.StopTheWorld
 	}
 	r.active = false
-	pending, pendWhy := r.pending, r.pendWhy
-	r.pending, r.pendWhy = false, nil
+	pending, pendWhy, pendSelf := r.pending, r.pendWhy, r.pendSelf
+	r.pending, r.pendWhy, r.pendSelf = false, nil, nil
 	if e.pol.Probing {
 		e.probingGen++
 		if e.learners > 0 {
@@ -214,10 +233,50 @@ func (e *engine) applyRound() {
 	}
 	switch {
 	case plan.Followup:
-		e.startRound(append([]string{"follow-up"}, pendWhy...), 0)
+		// A member that gave up actives rejoins as soon as it has
+		// committed them (the cooperative client's rejoin after
+		// revoking); when none did, the leader asks for the round.
+		if len(revokers) == 0 && len(members) > 0 {
+			revokers = append(revokers, members[0].idx)
+		}
+		e.startRound(append([]string{"follow-up"}, pendWhy...), append(revokers, pendSelf...))
 	case pending:
-		e.startRound(pendWhy, e.sc.Timing.Heartbeat)
+		e.startRound(pendWhy, pendSelf)
 	}
+}
+
+// leaveAfterJoin ends a round whose JoinGroup completed with a drained
+// member in it (leaveAfterJoin): the leader plans it, the drained member
+// leaves the group, and the broker starts the round again while the
+// others wait for their SyncGroup, so they rejoin at once and never get
+// that plan. It reports whether it did.
+func (e *engine) leaveAfterJoin() bool {
+	var gone []string
+	for _, in := range e.insts {
+		if in.leaveAfterJoin && in.inGroup && in.running {
+			in.leaveAfterJoin = false
+			gone = append(gone, in.spec.ID)
+			e.note(e.now, "left", fmt.Sprintf("%s drained and left the group", in.spec.ID))
+			e.stopInstance(in, false)
+			in.inGroup, in.leaving = false, false
+			e.recomputeBalance()
+		}
+	}
+	if len(gone) == 0 {
+		return false
+	}
+	r := &e.round
+	e.res.Rebalances++
+	e.note(e.now, "rebalance", fmt.Sprintf("#%d planned, not delivered: %s left while the others waited for their assignment", r.n, strings.Join(gone, ", ")))
+	why := []string{strings.Join(gone, ", ") + " left"}
+	self := r.pendSelf
+	for _, in := range e.insts {
+		if in.inGroup && in.running {
+			self = append(self, in.idx)
+		}
+	}
+	e.startRound(append(why, r.pendWhy...), self)
+	return true
 }
 
 // activate makes t active on m. A stateful task restores whatever its new
@@ -236,8 +295,7 @@ func (e *engine) activate(m *instState, t *taskState, ti int, why string) {
 	}
 	t.lastOwner = m.idx
 	if !t.spec.Stateful {
-		e.setProcessing(t, true)
-		e.setUnavailable(-1)
+		e.begin(t)
 		e.detail(lifecycle.Active.String(), fmt.Sprintf("%s runs %s%s", m.spec.ID, t.spec.ID, why))
 		return
 	}
@@ -253,8 +311,7 @@ func (e *engine) activate(m *instState, t *taskState, ti int, why string) {
 		e.setFollowing(m, c, true)
 		c.pos = t.end(e.now)
 		e.stopRestoring(m, c)
-		e.setProcessing(t, true)
-		e.setUnavailable(-1)
+		e.begin(t)
 		e.detail(lifecycle.Active.String(), fmt.Sprintf("%s runs %s, caught up%s", m.spec.ID, t.spec.ID, why))
 		return
 	}
@@ -319,7 +376,11 @@ func (e *engine) recomputeBalance() {
 }
 
 func (e *engine) updateBalanced() {
-	bal := e.offBalance == 0 && e.unavailable == 0 && e.learners == 0 && !e.round.active
+	// A round in progress is not part of it: until the members act on
+	// the round (eager members pause when they notice it; a plan moves
+	// tasks) it changes nothing any member holds, and one that moves
+	// something unbalances the group when it does.
+	bal := e.offBalance == 0 && e.unavailable == 0 && e.learners == 0
 	if bal {
 		for _, in := range e.insts {
 			if in.inGroup && in.leaving {

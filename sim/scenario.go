@@ -45,11 +45,13 @@ type Scenario struct {
 
 // Timing holds the protocol delays of the model.
 type Timing struct {
-	// Heartbeat is how long, at worst, members take to notice that a
-	// rebalance started (Kafka's heartbeat.interval.ms). Default 3s.
+	// Heartbeat is the members' heartbeat interval: a member that did
+	// not ask for a rebalance learns of it at its next heartbeat
+	// (Kafka's heartbeat.interval.ms). Default 3s.
 	Heartbeat time.Duration
-	// Join and Sync are the JoinGroup and SyncGroup latencies. Default
-	// 100ms each.
+	// Join is the time from the last member's JoinGroup of a round to
+	// the leader's plan, Sync from the plan to the members' assignments.
+	// Default 100ms each.
 	Join, Sync time.Duration
 	// Session is how long the group takes to notice a crashed member
 	// (session.timeout.ms). Default 45s.
@@ -60,6 +62,14 @@ type Timing struct {
 	// Probing is the probing rebalance interval of the probing policy
 	// (probing.rebalance.interval.ms). Default 10m.
 	Probing time.Duration
+	// Start is the time from when an active can run (its plan applied,
+	// its state restored) to its first record: its owner fetches its
+	// input. Default 0.
+	Start time.Duration
+	// Early is when, after its assignment, a member of a cooperative
+	// group sends one heartbeat ahead of its timer, which then starts
+	// again from it (franz-go's, 500ms); 0: none. Not under eager.
+	Early time.Duration
 }
 
 // DefaultTiming returns Kafka's client defaults.
@@ -71,6 +81,7 @@ func DefaultTiming() Timing {
 		Session:   45 * time.Second,
 		Commit:    30 * time.Second,
 		Probing:   10 * time.Minute,
+		Early:     500 * time.Millisecond,
 	}
 }
 
@@ -104,6 +115,10 @@ type InstanceSpec struct {
 	// 0 in no role (left there by an earlier move), each some records
 	// behind its changelog's end.
 	Disk []DiskCopy
+	// Beat is the instance's first heartbeat after time 0; its next ones
+	// follow every heartbeat. 0: a heartbeat after 0 (as if it got its
+	// assignment at 0).
+	Beat time.Duration
 }
 
 // DiskCopy is a task's state on an instance's disk, Lag records behind
@@ -378,12 +393,12 @@ func (p *parser) parseLine(f []string) error {
 			c.AcceptableLag = int64(n)
 		}
 	case "timing":
-		m, err := p.kv(args, "heartbeat", "join", "sync", "session", "commit", "probing")
+		m, err := p.kv(args, "heartbeat", "join", "sync", "session", "commit", "probing", "early", "start")
 		if err != nil {
 			return err
 		}
 		t := &p.sc.Timing
-		for k, dst := range map[string]*time.Duration{"heartbeat": &t.Heartbeat, "join": &t.Join, "sync": &t.Sync, "session": &t.Session, "commit": &t.Commit, "probing": &t.Probing} {
+		for k, dst := range map[string]*time.Duration{"heartbeat": &t.Heartbeat, "join": &t.Join, "sync": &t.Sync, "session": &t.Session, "commit": &t.Commit, "probing": &t.Probing, "early": &t.Early, "start": &t.Start} {
 			if v, ok := m[k]; ok {
 				if *dst, err = p.dur(k, v); err != nil {
 					return err
@@ -582,10 +597,10 @@ func (p *parser) diskList(v string) ([]DiskCopy, error) {
 // instance ID [capacity=N] [restore=N] [rack=R] [active=T,T] [standby=T,T] [disk=T:LAG,T:LAG]
 func (p *parser) parseInstance(args []string) error {
 	if len(args) == 0 || strings.Contains(args[0], "=") {
-		return p.errf("want `instance ID [capacity=N] [restore=N] [rack=R] [active=T,..] [standby=T,..] [disk=T:LAG,..]`")
+		return p.errf("want `instance ID [capacity=N] [restore=N] [rack=R] [active=T,..] [standby=T,..] [disk=T:LAG,..] [beat=D]`")
 	}
 	active, standby := lifecycle.Active.String(), lifecycle.Standby.String()
-	m, err := p.kv(args[1:], "capacity", "restore", "rack", active, standby, "disk")
+	m, err := p.kv(args[1:], "capacity", "restore", "rack", active, standby, "disk", "beat")
 	if err != nil {
 		return err
 	}
@@ -604,6 +619,14 @@ func (p *parser) parseInstance(args []string) error {
 	}
 	if spec.Disk, err = p.diskList(m["disk"]); err != nil {
 		return err
+	}
+	if v, ok := m["beat"]; ok {
+		if spec.Beat, err = p.dur("beat", v); err != nil {
+			return err
+		}
+		if spec.Beat == 0 {
+			return p.errf("beat must be > 0")
+		}
 	}
 	p.sc.Instances = append(p.sc.Instances, spec)
 	return nil

@@ -24,6 +24,8 @@ func TestParseErrors(t *testing.T) {
 		{"task T1\ninstance A capacity=0\n", 2, "capacity must be >= 1"},
 		{"task T1\ninstance A capacity=1.5\n", 2, "whole number"},
 		{"task T1\ninstance A colour=red\n", 2, "unknown setting"},
+		{"task T1\ninstance A beat=0s\n", 2, "beat must be > 0"},
+		{"task T1\ninstance A beat=soon\n", 2, "not a duration"},
 		{"instance A active=T9\n", 1, "unknown task"},
 		{base + "expect balanced soon\n", 3, "expect balanced by"},
 		{base + "expect moves < 3\n", 3, "expect moves <= N"},
