@@ -53,6 +53,8 @@ type harness struct {
 	// window's start).
 	window time.Duration
 	clock  time.Time
+	// build, when set, makes the application instead of wordcount.
+	build func() (*topology.Topology, error)
 }
 
 // count adds one occurrence of word, in a line stamped ts, to the
@@ -201,7 +203,10 @@ type running struct {
 func (h *harness) start(id string, opts ...Option) *running {
 	h.t.Helper()
 	top, err := topology.WordCount(h.appID, h.input, h.output)
-	if h.window > 0 {
+	switch {
+	case h.build != nil:
+		top, err = h.build()
+	case h.window > 0:
 		top, err = windowedWordCount(h.appID, h.input, h.output, h.window)
 	}
 	if err != nil {

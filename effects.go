@@ -43,7 +43,7 @@ func (a *App) openStores(ctx context.Context, id string, part int32, specs []top
 			closeAll()
 			return nil, nil, err
 		}
-		s := &taskStore{name: spec.Name, changelog: spec.Changelog, st: st, pending: map[string]pendingWrite{}}
+		s := &taskStore{name: spec.Name, changelog: spec.Changelog, st: st, pending: map[string]pendingWrite{}, source: spec.Source, limit: -1}
 		cp, has, err := st.Checkpoint()
 		if err != nil {
 			st.Close()
@@ -182,12 +182,18 @@ func (a *App) closeTask(t *task) {
 func (a *App) readEndsAsync(seq int, ids []string) {
 	keys := map[string]map[int32][]instance.Key{}
 	var topics []string
+	// A store whose changelog is an input topic ends, for its restore,
+	// at the group's committed offset of that input (see taskStore.limit).
+	sources := map[string][]int32{}
 	for _, id := range ids {
 		subID, part, err := topology.ParseTaskID(id)
 		if err != nil {
 			continue
 		}
 		for _, st := range a.subs[subID].Stores {
+			if st.Source {
+				sources[st.Changelog] = append(sources[st.Changelog], part)
+			}
 			if keys[st.Changelog] == nil {
 				keys[st.Changelog] = map[int32][]instance.Key{}
 				topics = append(topics, st.Changelog)
@@ -200,6 +206,9 @@ func (a *App) readEndsAsync(seq int, ids []string) {
 		defer cancel()
 		out := instance.Ends{Seq: seq, Ends: map[instance.Key]int64{}}
 		listed, err := a.admin.ListEndOffsets(ctx, topics...)
+		if err == nil && len(sources) > 0 {
+			listed, err = a.committedEnds(ctx, sources, listed)
+		}
 		for topic, parts := range keys {
 			for p, ks := range parts {
 				o, ok := listed.Lookup(topic, p)
@@ -217,6 +226,49 @@ func (a *App) readEndsAsync(seq int, ids []string) {
 		case <-a.ch.done:
 		}
 	}()
+}
+
+// committedEnds replaces, in listed, the end of each input partition in
+// sources by the group's committed offset of it: where the active task
+// processes from, so where a restore of a store whose changelog it is must
+// stop. A partition without a commit ends at its start, where the active
+// task begins.
+func (a *App) committedEnds(ctx context.Context, sources map[string][]int32, listed kadm.ListedOffsets) (kadm.ListedOffsets, error) {
+	var topics []string
+	for t := range sources {
+		topics = append(topics, t)
+	}
+	if a.cfg.guarantee == ExactlyOnce {
+		ctx = kadm.RequireStable(ctx)
+	}
+	committed, err := a.admin.FetchOffsets(ctx, a.cfg.appID)
+	if err == nil {
+		err = committed.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the committed offsets of %v: %w", topics, err)
+	}
+	starts, err := a.admin.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return nil, err
+	}
+	for topic, parts := range sources {
+		for _, p := range parts {
+			end := kadm.ListedOffset{Topic: topic, Partition: p}
+			if c, ok := committed.Lookup(topic, p); ok && c.At >= 0 {
+				end.Offset = c.At
+			} else if s, ok := starts.Lookup(topic, p); ok && s.Err == nil {
+				end.Offset = s.Offset
+			} else {
+				end.Err = fmt.Errorf("no committed offset and no start offset for %s[%d]", topic, p)
+			}
+			if listed[topic] == nil {
+				listed[topic] = map[int32]kadm.ListedOffset{}
+			}
+			listed[topic][p] = end
+		}
+	}
+	return listed, nil
 }
 
 // publish replaces what Subscription, Status and the metrics report.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/baton-streams/baton/instance"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/baton-streams/baton/instance"
 )
 
 // Guarantee is what an App promises about records it processes when an
@@ -234,7 +236,7 @@ func (c *transactional) rollback() {
 		}
 		for _, s := range t.stores {
 			clear(s.pending)
-			if acked := s.acked.Load(); acked > s.checkpoint {
+			if acked := s.acked.Load(); acked > s.checkpoint && !s.source {
 				s.inDoubt = max(s.inDoubt, acked)
 			}
 			s.acked.Store(s.checkpoint)
@@ -531,6 +533,9 @@ func (a *App) catchUpStores(ctx context.Context, tasks []*task) error {
 	var topics []string
 	for _, t := range tasks {
 		for _, s := range t.stores {
+			if s.source {
+				continue // it follows the input's commits: catchUpSources
+			}
 			if byPart[s.changelog] == nil {
 				byPart[s.changelog] = map[int32]copyOf{}
 				topics = append(topics, s.changelog)
@@ -574,17 +579,56 @@ func (a *App) catchUpStores(ctx context.Context, tasks []*task) error {
 			c.s.inDoubt = 0
 		}
 	}
+	upTo := map[topicPart]int64{}
+	for topic, parts := range byPart {
+		for p := range parts {
+			if o, ok := ends.Lookup(topic, p); ok && o.Err == nil {
+				upTo[topicPart{topic, p}] = o.Offset
+			}
+		}
+	}
+	return a.applyUpTo(ctx, tasks, upTo, "a committed transaction")
+}
+
+// catchUpSources brings the stores whose changelog is an input topic (a
+// table's) up to the input's committed offsets, set: a transaction with
+// an unknown outcome that did commit moved the input past what the
+// stores hold.
+func (a *App) catchUpSources(ctx context.Context, tasks []*task, set map[string]map[int32]kgo.EpochOffset) error {
+	upTo := map[topicPart]int64{}
+	for _, t := range tasks {
+		for _, s := range t.stores {
+			if eo, ok := set[s.changelog][t.part]; ok && s.source {
+				upTo[topicPart{s.changelog, t.part}] = eo.Offset
+			}
+		}
+	}
+	return a.applyUpTo(ctx, tasks, upTo, "the committed input")
+}
+
+// applyUpTo reads, for each store of tasks whose changelog partition is in
+// upTo, the changelog from the store's checkpoint to that offset
+// (excluded) and applies it. It runs while no worker processes.
+func (a *App) applyUpTo(ctx context.Context, tasks []*task, upTo map[topicPart]int64, what string) error {
+	type copyOf struct {
+		t *task
+		s *taskStore
+	}
+	byPart := map[string]map[int32]copyOf{}
 	from := map[string]map[int32]kgo.Offset{}
 	behind := map[string]map[int32]int64{}
-	for topic, parts := range byPart {
-		for p, c := range parts {
-			if o, ok := ends.Lookup(topic, p); ok && o.Err == nil && o.Offset > c.s.checkpoint {
-				if from[topic] == nil {
-					from[topic], behind[topic] = map[int32]kgo.Offset{}, map[int32]int64{}
-				}
-				from[topic][p] = kgo.NewOffset().At(c.s.checkpoint)
-				behind[topic][p] = o.Offset
+	for _, t := range tasks {
+		for _, s := range t.stores {
+			end, ok := upTo[topicPart{s.changelog, t.part}]
+			if !ok || end <= s.checkpoint {
+				continue
 			}
+			if from[s.changelog] == nil {
+				byPart[s.changelog], from[s.changelog], behind[s.changelog] = map[int32]copyOf{}, map[int32]kgo.Offset{}, map[int32]int64{}
+			}
+			byPart[s.changelog][t.part] = copyOf{t, s}
+			from[s.changelog][t.part] = kgo.NewOffset().At(s.checkpoint)
+			behind[s.changelog][t.part] = end
 		}
 	}
 	if len(from) == 0 {
@@ -613,12 +657,19 @@ func (a *App) catchUpStores(ctx context.Context, tasks []*task) error {
 				return
 			}
 			from := c.s.checkpoint
-			if _, err := c.s.applyChangelog(fp.Records); err != nil {
+			recs := fp.Records
+			if i := slices.IndexFunc(recs, func(r *kgo.Record) bool { return r.Offset >= end }); i >= 0 {
+				recs = recs[:i]
+			}
+			if _, err := c.s.applyChangelog(recs); err != nil {
 				ferr = fmt.Errorf("baton: task %s store %s: catching up: %w", c.t.id, c.s.name, err)
 				return
 			}
 			next := c.s.checkpoint
-			a.log.Info("store caught up with a committed transaction", "task", c.t.id, "store", c.s.name, "from", from, "to", next)
+			if len(recs) < len(fp.Records) {
+				next = end // the records left are past it
+			}
+			a.log.Info("store caught up with "+what, "task", c.t.id, "store", c.s.name, "from", from, "to", next)
 			if next >= end {
 				delete(behind[fp.Topic], fp.Partition)
 				left--
@@ -683,6 +734,9 @@ func (a *App) rewindInput(ctx context.Context, tasks []*task) error {
 			return err
 		case <-time.After(100 * time.Millisecond):
 		}
+	}
+	if err := a.catchUpSources(ctx, tasks, set); err != nil {
+		return err
 	}
 	a.group.SetOffsets(set)
 	n := 0

@@ -64,7 +64,8 @@ type shell struct {
 	held    map[int][]int
 	nextReq int
 
-	polling bool // a poll of the input is outstanding
+	polling bool   // a poll of the input is outstanding
+	bootGen uint64 // counts the tasks' table bootstraps (tables.go)
 	// behind: the last dispatch ran out of its turn with records left in
 	// the backlog; the loop dispatches again between other work.
 	behind bool
@@ -94,7 +95,9 @@ type loopChans struct {
 	rewound  chan error
 	led      chan instance.Led
 	inputs   chan inputRead
-	pollReq  chan struct{}
+	// tableEnds: the table ends a task activated reads (tables.go).
+	tableEnds chan tableEnds
+	pollReq   chan struct{}
 	// done is closed when the loop returns: callbacks stop waiting.
 	done      chan struct{}
 	closeOnce *sync.Once
@@ -112,7 +115,8 @@ func newLoopChans() loopChans {
 	return loopChans{requests: make(chan request), polls: make(chan kgo.Fetches), restores: make(chan restoreChunk),
 		opened: make(chan opened), ends: make(chan instance.Ends, 4), commits: make(chan commitResult, 4),
 		rewound: make(chan error, 1), led: make(chan instance.Led, 8), inputs: make(chan inputRead, 1), pollReq: make(chan struct{}, 1),
-		done: make(chan struct{}), closeOnce: &sync.Once{}}
+		tableEnds: make(chan tableEnds, 4),
+		done:      make(chan struct{}), closeOnce: &sync.Once{}}
 }
 
 // post hands a callback's input to the loop and waits for its answer,
@@ -213,6 +217,7 @@ func (a *App) loop(ctx context.Context) error {
 		case o := <-a.ch.opened:
 			s.opened(o)
 		case e := <-a.ch.ends:
+			s.limits(e)
 			s.step(e)
 		case r := <-a.ch.commits:
 			s.committed(r)
@@ -224,6 +229,8 @@ func (a *App) loop(ctx context.Context) error {
 			s.readInput()
 		case r := <-a.ch.inputs:
 			s.inputRead(r)
+		case r := <-a.ch.tableEnds:
+			s.tableEndsRead(r)
 		}
 	}
 	return s.stopped
@@ -321,8 +328,10 @@ func (s *shell) pollIfCaughtUp() {
 		return
 	}
 	n := 0
-	for _, recs := range s.a.backlog {
-		n += len(recs)
+	for id, recs := range s.a.backlog {
+		if t := s.a.tasks[id]; t == nil || t.boot == nil {
+			n += len(recs) // records waiting for a task's tables do not count
+		}
 	}
 	if n < pollMax {
 		s.requestPoll()
@@ -345,6 +354,7 @@ func (s *shell) dispatch() {
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
 	deadline := time.Now().Add(turnBudget)
+	held := map[string][]*kgo.Record{} // records waiting for their task's tables
 	for id, recs := range a.backlog {
 		st := s.core.Role(id)
 		if st.Role != lifecycle.Active {
@@ -355,9 +365,16 @@ func (s *shell) dispatch() {
 		if !ok || !s.core.Running(id) || t.proc == nil {
 			continue
 		}
+		run, wait := s.split(t, recs)
+		if len(wait) > 0 {
+			held[id] = wait
+		}
+		if len(run) == 0 {
+			continue
+		}
 		delete(a.backlog, id)
 		wg.Add(1)
-		per[t.worker] = append(per[t.worker], &batch{t: t, recs: recs, deadline: deadline, done: &wg, err: &failed})
+		per[t.worker] = append(per[t.worker], &batch{t: t, recs: run, deadline: deadline, done: &wg, err: &failed})
 	}
 	for w, bs := range per {
 		if len(bs) > 0 {
@@ -367,9 +384,16 @@ func (s *shell) dispatch() {
 	wg.Wait()
 	for _, bs := range per {
 		for _, b := range bs {
-			if b.n < len(b.recs) {
-				a.backlog[b.t.id] = b.recs[b.n:]
+			left := b.recs[b.n:]
+			if len(left) > 0 {
 				s.behind = true
+			}
+			if w := held[b.t.id]; len(w) > 0 || len(left) > 0 {
+				// A table's records before those that waited for it.
+				a.backlog[b.t.id] = append(slices.Clip(left), w...)
+				if len(left) == 0 && s.bootDone(b.t) {
+					s.behind = true // the waiting records may go now
+				}
 			}
 		}
 	}
@@ -433,6 +457,7 @@ func (s *shell) apply(fx []instance.Effect) {
 			t.proc = t.sub.NewProcessor(t.id, t.part)
 			t.ctx = &taskContext{a: a, t: t}
 			t.active = true
+			s.startTableBoot(t)
 		case instance.Commit:
 			a.commit.begin(e.Seq, s.tasksOf(e.Tasks), e.Final)
 		case instance.ReadEnds:
@@ -496,9 +521,33 @@ func (s *shell) startRestore(t *task, cps map[string]int64) {
 	for name, st := range t.stores {
 		s.sessions++
 		st.session = s.sessions
+		st.parked = false
 		s.restorer.start(topicPart{st.changelog, t.part}, kgo.NewOffset().At(cps[name]), st.session)
 	}
 	t.reading = true
+}
+
+// limits takes the restore limits of stores whose changelog is an input
+// topic from ends read (their group's committed offsets), and starts again
+// the restores that stopped at the old limit.
+func (s *shell) limits(e instance.Ends) {
+	for k, end := range e.Ends {
+		t := s.a.tasks[k.Task]
+		if t == nil {
+			continue
+		}
+		st := t.stores[k.Store]
+		if st == nil || !st.source {
+			continue
+		}
+		st.limit = end
+		if st.parked && t.reading && end > st.checkpoint {
+			st.parked = false
+			s.sessions++
+			st.session = s.sessions
+			s.restorer.start(topicPart{st.changelog, t.part}, kgo.NewOffset().At(st.checkpoint), st.session)
+		}
+	}
 }
 
 func (s *shell) stopRestore(t *task) {
@@ -539,7 +588,11 @@ func (s *shell) restored(c restoreChunk) {
 			progress = append(progress, instance.Progress{Task: id, Store: st.name, Checkpoint: st.checkpoint, End: -1})
 			continue
 		}
-		n, err := st.applyChangelogWith(&s.scratch, p.recs)
+		recs, end := p.recs, p.hwm
+		if st.source {
+			recs, end = s.upToLimit(t, st, p)
+		}
+		n, err := st.applyChangelogWith(&s.scratch, recs)
 		if err != nil {
 			a.fail(fmt.Errorf("baton: task %s store %s: restoring: %w", id, st.name, err))
 			return
@@ -551,11 +604,34 @@ func (s *shell) restored(c restoreChunk) {
 				t.restored.Add(n)
 			}
 		}
-		progress = append(progress, instance.Progress{Task: id, Store: st.name, Checkpoint: st.checkpoint, End: p.hwm})
+		progress = append(progress, instance.Progress{Task: id, Store: st.name, Checkpoint: st.checkpoint, End: end})
 	}
 	for _, p := range progress {
 		s.step(p)
 	}
+}
+
+// upToLimit returns the records of p that a store whose changelog is an
+// input topic may take (those before its limit) and the end to report
+// (the limit; -1 while it is not known). Past the limit, it stops the
+// store's restore; limits starts it again.
+func (s *shell) upToLimit(t *task, st *taskStore, p restorePart) ([]*kgo.Record, int64) {
+	if st.limit < 0 {
+		s.park(t, st)
+		return nil, -1
+	}
+	for i, r := range p.recs {
+		if r.Offset >= st.limit {
+			s.park(t, st)
+			return p.recs[:i], st.limit
+		}
+	}
+	return p.recs, st.limit
+}
+
+func (s *shell) park(t *task, st *taskStore) {
+	s.restorer.stop(topicPart{st.changelog, t.part})
+	st.session, st.parked = 0, true
 }
 
 // rebuild wipes a store whose changelog no longer holds the records it

@@ -33,9 +33,13 @@ type task struct {
 
 	// Handover figures.
 	assignedAt time.Time
-	replayed   int64     // records restored after becoming active
-	first      bool      // first record processed since assigned
-	lastRecord time.Time // timestamp of the record in process, or of the last one
+	replayed   int64       // records restored after becoming active
+	first      bool        // first record processed since assigned
+	lastRecord time.Time   // timestamp of the record in process, or of the last one
+	in         *kgo.Record // the record in process
+	// boot, while not nil, is the bootstrap of the task's tables: its
+	// other topics' records wait (tables.go).
+	boot *tableBoot
 	// stamp is the event time of the record in process: what it sends
 	// and writes carries it.
 	stamp  time.Time
@@ -73,6 +77,17 @@ type taskStore struct {
 	// writes to this store was rolled back: its outcome is known once the
 	// changelog's last stable offset passes it (see catchUpStores).
 	inDoubt int64
+
+	// source: the changelog is an input topic of the task (a table's,
+	// topology.StoreSpec.Source). Processing writes nothing to it: the
+	// store's checkpoint is the input offset. A restore stops at limit,
+	// the group's committed offset of that input (-1: not known yet),
+	// since the active task processes again from there and must find the
+	// store as it was then; parked says the restore stopped there and
+	// starts again from the checkpoint once limit passes it.
+	source bool
+	limit  int64
+	parked bool
 }
 
 type pendingWrite struct {
@@ -245,8 +260,21 @@ func (v *storeView) write(key, value []byte) error {
 	if value != nil {
 		value = clone(value)
 	}
-	v.s.pending[string(k)] = pendingWrite{value: value}
 	s := v.s
+	if s.source {
+		// The record in process is the changelog record: the store holds
+		// it once its offset is committed.
+		in := v.c.t.in
+		if in == nil || in.Topic != s.changelog {
+			return fmt.Errorf("baton: task %s: store %s has its source topic %s as its changelog: it is written only while that topic's records are processed", v.c.t.id, s.name, s.changelog)
+		}
+		s.pending[string(k)] = pendingWrite{value: value}
+		s.last = in
+		for cur := s.acked.Load(); in.Offset+1 > cur && !s.acked.CompareAndSwap(cur, in.Offset+1); cur = s.acked.Load() {
+		}
+		return nil
+	}
+	v.s.pending[string(k)] = pendingWrite{value: value}
 	rec := &kgo.Record{Topic: s.changelog, Partition: v.c.t.part, Key: k, Value: value, Timestamp: v.c.t.stamp}
 	s.last = rec
 	v.c.a.produce(rec, func(r *kgo.Record, err error) {
@@ -342,8 +370,10 @@ func (a *App) process(t *task, recs []*kgo.Record, deadline time.Time) (int, err
 			break
 		}
 		rec := topology.Record{Key: r.Key, Value: r.Value, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp}
-		t.lastRecord, t.stamp = r.Timestamp, r.Timestamp
-		if err := t.proc.Process(t.ctx, rec); err != nil {
+		t.lastRecord, t.stamp, t.in = r.Timestamp, r.Timestamp, r
+		err := t.proc.Process(t.ctx, rec)
+		t.in = nil
+		if err != nil {
 			if err := a.badRecord(t, r, err); err != nil {
 				return n, fmt.Errorf("baton: task %s: %w", t.id, err)
 			}

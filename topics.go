@@ -108,7 +108,9 @@ func (a *App) prepareTopics(ctx context.Context) error {
 			internal[t] = true
 		}
 		for _, st := range s.Stores {
-			internal[st.Changelog] = true
+			if !st.Source { // a table's topic is the user's
+				internal[st.Changelog] = true
+			}
 		}
 	}
 	// A replication factor the cluster cannot give is reported now, not
@@ -223,6 +225,9 @@ func (a *App) prepareTopics(ctx context.Context) error {
 			a.log.Warn("input topic missing or empty; the subtopology waits for it", "subtopology", s.ID, "topics", s.Sources)
 		}
 		for _, st := range s.Stores {
+			if st.Source {
+				continue
+			}
 			if err := internalTopic("changelog", st.Changelog, n, changelogConfigs(isr)); err != nil {
 				return err
 			}

@@ -61,6 +61,33 @@
 // stream time is past their start by the retention (default size plus
 // grace), with a tombstone in the store's compacted changelog.
 //
+// # Tables and joins
+//
+// A Table is the latest value per key of a changelog stream. It comes
+// from an aggregation, or from a compacted topic (TableFromTopic), whose
+// store takes the topic itself as its changelog: nothing more is written,
+// and a learner or standby restores the table by reading the topic up to
+// the group's committed offset of it (the active task goes on from
+// there). Inside the graph a table passes on changes, a key's value
+// before and after each update, so that GroupTableBy and the table
+// aggregations (TableAggregate, TableCount, TableReduce) can take a row's
+// old value out of its old group before adding the new one: the
+// aggregates always reflect the table as it is.
+//
+// JoinTable and LeftJoinTable join each record of a stream with the
+// table's value for its key; JoinTables and LeftJoinTables join two
+// tables into a table that changes when either side does. Joins look the
+// key up in the other side's store, so both sides are in one subtopology
+// and their topics must be co-partitioned (the runtime checks it and
+// names the topics if not); a stream whose key may have changed is
+// repartitioned first (Repartition). A task that reads a table's topic
+// and other topics processes the table up to its end offset, as read
+// when the task starts, before its other topics' records; after that it
+// processes its topics in the order records are fetched (Kafka Streams
+// orders them by timestamp across a task's partitions instead). A
+// windowed table cannot be joined by key alone, and a join of tables has
+// no store, so neither can be the table side of a join.
+//
 // # Lifecycle and threading
 //
 // For each task "<subtopology>_<partition>" it runs, the runtime calls

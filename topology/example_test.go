@@ -172,3 +172,73 @@ func ExampleWindowCount() {
 	// click at 0:50: late
 	// click at 1:20: ana has 2 in [1:00, 2:00)
 }
+
+// Page views enriched with the user's region from a table, and users
+// counted per region. The table is read from a compacted topic, which
+// is also its store's changelog; when a user moves, the count of the
+// region they left goes down (a retraction) and the other goes up.
+func ExampleJoinTable() {
+	b := topology.NewBuilder("views")
+	users := topology.TableFromTopic(b, "users", "users", topology.String, topology.String)
+	views := topology.FromTopic(b, "page-views", topology.String, topology.String)
+	topology.JoinTable(views, users, func(user, page, region string) string { return page + " from " + region }).
+		To("enriched-views")
+	byRegion := topology.GroupTableBy(users, func(user, region string) (string, string) { return region, user },
+		topology.String, topology.String, "users-by-region")
+	topology.TableCount(byRegion, "users-per-region").ToStream().To("users-per-region")
+	topo, err := b.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	readers := map[string]topology.Subtopology{}
+	for _, s := range topo.Subtopologies() {
+		for _, t := range s.Sources {
+			readers[t] = s
+		}
+	}
+	ctx := &oneContext{stores: map[string]*topology.MemStore{}}
+	procs := map[string]topology.Processor{}
+	queue := []topology.Record{
+		{Topic: "users", Key: []byte("ana"), Value: []byte("eu")},
+		{Topic: "users", Key: []byte("bo"), Value: []byte("us")},
+		{Topic: "page-views", Key: []byte("ana"), Value: []byte("/home")},
+		{Topic: "page-views", Key: []byte("cy"), Value: []byte("/home")}, // no such user: dropped
+		{Topic: "users", Key: []byte("ana"), Value: []byte("us")},
+		{Topic: "page-views", Key: []byte("ana"), Value: []byte("/cart")},
+	}
+	for len(queue) > 0 {
+		rec := queue[0]
+		queue = queue[1:]
+		s := readers[rec.Topic]
+		id := s.TaskID(0)
+		if procs[id] == nil {
+			procs[id] = s.NewProcessor(id, 0)
+			for _, spec := range s.Stores {
+				ctx.stores[spec.Name] = &topology.MemStore{}
+			}
+		}
+		ctx.task, ctx.sent = id, nil
+		if err := procs[id].Process(ctx, rec); err != nil {
+			fmt.Println(err)
+			return
+		}
+		for _, r := range ctx.sent {
+			if _, ok := readers[r.Topic]; ok {
+				queue = append(queue, r)
+			} else {
+				fmt.Printf("%s: %s=%s\n", r.Topic, r.Key, r.Value)
+			}
+		}
+	}
+	// The counts come after the views: they go through the repartition
+	// topic, whose records this one-queue runtime processes last.
+
+	// Output:
+	// enriched-views: ana=/home from eu
+	// enriched-views: ana=/cart from us
+	// users-per-region: eu=1
+	// users-per-region: us=1
+	// users-per-region: eu=0
+	// users-per-region: us=2
+}

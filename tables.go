@@ -1,0 +1,148 @@
+package baton
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// A task that reads a table's topic (topology.TableFromTopic) along with
+// other topics first brings the table up to date: from its activation
+// until it has processed its table partitions up to their end offsets as
+// read then, the records of its other topics wait. Otherwise a stream
+// record fetched before the table's records would join a table that does
+// not have them yet: at the first start, every record of the stream would
+// miss the whole table. After that, the task processes its topics in the
+// order they are fetched.
+
+// tableBoot is a task's bootstrap of its tables.
+type tableBoot struct {
+	ends map[string]int64 // table topic -> its end at activation; nil: not read yet
+	gen  uint64           // which activation the read belongs to
+}
+
+// tableEnds is the answer to a read of a task's table ends.
+type tableEnds struct {
+	task string
+	gen  uint64
+	ends map[string]int64 // nil if the read failed
+}
+
+// tableTopics returns the topics of t's stores whose changelog is their
+// source, if t also reads other topics (a table alone needs no waiting).
+func tableTopics(t *task) []string {
+	var out []string
+	for _, st := range t.sub.Stores {
+		if st.Source {
+			out = append(out, st.Changelog)
+		}
+	}
+	if len(out) == len(t.sub.Sources) {
+		return nil
+	}
+	return out
+}
+
+// startTableBoot begins t's bootstrap at its activation.
+func (s *shell) startTableBoot(t *task) {
+	topics := tableTopics(t)
+	if len(topics) == 0 {
+		t.boot = nil
+		return
+	}
+	s.bootGen++
+	t.boot = &tableBoot{gen: s.bootGen}
+	s.readTableEnds(t.id, t.part, topics, t.boot.gen)
+}
+
+func (s *shell) readTableEnds(id string, part int32, topics []string, gen uint64) {
+	a := s.a
+	go func() {
+		ctx, cancel := context.WithTimeout(a.runCtx, 5*time.Second)
+		defer cancel()
+		out := tableEnds{task: id, gen: gen}
+		var listed kadm.ListedOffsets
+		var err error
+		if a.cfg.guarantee == ExactlyOnce {
+			listed, err = a.admin.ListCommittedOffsets(ctx, topics...)
+		} else {
+			listed, err = a.admin.ListEndOffsets(ctx, topics...)
+		}
+		if err == nil {
+			out.ends = map[string]int64{}
+			for _, topic := range topics {
+				o, ok := listed.Lookup(topic, part)
+				if !ok || o.Err != nil {
+					out.ends = nil
+					break
+				}
+				out.ends[topic] = o.Offset
+			}
+		}
+		select {
+		case a.ch.tableEnds <- out:
+		case <-a.ch.done:
+		}
+	}()
+}
+
+// tableEndsRead takes a read: a failed one is asked again.
+func (s *shell) tableEndsRead(r tableEnds) {
+	t := s.a.tasks[r.task]
+	if t == nil || t.boot == nil || t.boot.gen != r.gen {
+		return
+	}
+	if r.ends == nil {
+		s.readTableEnds(t.id, t.part, tableTopics(t), r.gen)
+		return
+	}
+	t.boot.ends = r.ends
+	s.bootDone(t)
+	s.dispatch()
+}
+
+// bootDone ends t's bootstrap once its table partitions are processed
+// up to the ends read, and reports whether it has ended.
+func (s *shell) bootDone(t *task) bool {
+	if t.boot == nil {
+		return true
+	}
+	if t.boot.ends == nil {
+		return false
+	}
+	committed := s.a.group.CommittedOffsets()
+	for topic, end := range t.boot.ends {
+		if position(t, topicPart{topic, t.part}, committed, 0) < end {
+			return false
+		}
+	}
+	t.boot = nil
+	return true
+}
+
+// split returns the records of t that may be processed now, and those
+// that wait for its tables (in order).
+func (s *shell) split(t *task, recs []*kgo.Record) (run, wait []*kgo.Record) {
+	if s.bootDone(t) {
+		return recs, nil
+	}
+	tables := map[string]bool{}
+	for topic := range t.boot.ends {
+		tables[topic] = true
+	}
+	if t.boot.ends == nil {
+		for _, topic := range tableTopics(t) {
+			tables[topic] = true
+		}
+	}
+	for _, r := range recs {
+		if tables[r.Topic] {
+			run = append(run, r)
+		} else {
+			wait = append(wait, r)
+		}
+	}
+	return run, wait
+}
