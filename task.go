@@ -238,7 +238,7 @@ func (v *storeView) Delete(key []byte) error { return v.write(key, nil) }
 func (v *storeView) write(key, value []byte) error {
 	k := clone(key)
 	if value != nil {
-		value = clone(value)
+		value = append([]byte{}, value...) // an empty value stays a value, not a delete
 	}
 	v.s.pending[string(k)] = pendingWrite{value: value}
 	s := v.s
