@@ -16,8 +16,8 @@ type NodeContext interface {
 	// task has processed here, the one in process included. It never goes
 	// back. A new owner of the task starts it afresh from its first
 	// record, unless the task has timers: then it is kept in the timer
-	// stores, and a new owner goes on from the old owner's (see "Time
-	// and timers" in the package docs).
+	// stores with the rest of the task's state, and a new owner goes on
+	// from the old owner's (see "Time and timers" in the package docs).
 	StreamTime() time.Time
 	// Timers returns the node's timers (Builder.AddTimers); nil for a
 	// node without.

@@ -525,3 +525,70 @@ func (n *failNode) Process(ctx NodeContext, rec Record) error {
 }
 
 func (n *failNode) OnTimer(NodeContext, Clock, []byte, time.Time) error { return *n.err }
+
+// againNode: the first time timer "x" fires, it sets "x" again at the
+// same time and "y" at the same time; "y" comes after "x" and fires in the
+// same pass, "x" at or before the one firing waits for the next pass.
+type againNode struct {
+	fired *[]string
+	again map[Clock]bool
+}
+
+func (againNode) Process(ctx NodeContext, rec Record) error {
+	if len(rec.Value) == 0 {
+		return nil
+	}
+	return ctx.Timers().Set(clockOf(string(rec.Value)), []byte("x"), time.UnixMilli(5))
+}
+
+func (n againNode) OnTimer(ctx NodeContext, clock Clock, name []byte, at time.Time) error {
+	*n.fired = append(*n.fired, fmt.Sprintf("%s %s %d", clockName(clock), name, at.UnixMilli()))
+	if string(name) == "x" && !n.again[clock] {
+		n.again[clock] = true
+		if err := ctx.Timers().Set(clock, []byte("x"), at); err != nil {
+			return err
+		}
+		return ctx.Timers().Set(clock, []byte("y"), at)
+	}
+	return nil
+}
+
+func TestTimersSetWhileFiring(t *testing.T) {
+	var fired []string
+	b := NewBuilder("app")
+	b.AddSource("src", "in")
+	b.AddProcessor("p", SupplierFunc(func(string, int32) Node { return againNode{&fired, map[Clock]bool{}} }), "src")
+	b.AddTimers("t", "p")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := topo.Subtopologies()[0].NewProcessor("0_0", 0)
+	ctx := &timerCtx{stores: map[string]*MemStore{"t": {}}}
+	step := func(what string, fn func() error, want ...string) {
+		t.Helper()
+		fired = nil
+		if err := fn(); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(fired, want) {
+			t.Fatalf("%s: fired %q, want %q", what, fired, want)
+		}
+	}
+	rec := func(v string) func() error {
+		return func() error {
+			return proc.Process(ctx, Record{Topic: "in", Value: []byte(v), Timestamp: time.UnixMilli(10)})
+		}
+	}
+	punct := func() error { return proc.(Punctuator).Punctuate(ctx, time.UnixMilli(10)) }
+	step("record setting x", rec("s"), "s x 5", "s y 5")
+	step("next record", rec(""), "s x 5")
+	step("punctuate after a record setting x", func() error {
+		if err := rec("w")(); err != nil {
+			return err
+		}
+		return punct()
+	}, "w x 5", "w y 5")
+	step("next punctuate", punct, "w x 5")
+	step("punctuate again", punct)
+}
