@@ -323,7 +323,7 @@ func (r *timerRun) fire(clock Clock, bound time.Time) error {
 			key, at = bytes.Clone(k), t
 			return errStop
 		})
-		if err != nil && err != errStop {
+		if err != nil && !errors.Is(err, errStop) {
 			return err
 		}
 		if key == nil {
@@ -370,14 +370,15 @@ func (t *task) advanceStreamTime(ts time.Time) error {
 	case st.After(maxTime):
 		st = maxTime
 	}
+	stores := make([]Store, len(t.timers))
 	kept := make([]time.Time, len(t.timers))
 	has := make([]bool, len(t.timers))
 	for i, r := range t.timers {
-		s, err := r.st()
-		if err != nil {
+		var err error
+		if stores[i], err = r.st(); err != nil {
 			return err
 		}
-		if kept[i], has[i], err = r.streamTime(s); err != nil {
+		if kept[i], has[i], err = r.streamTime(stores[i]); err != nil {
 			return err
 		}
 		if has[i] && kept[i].After(st) {
@@ -388,11 +389,10 @@ func (t *task) advanceStreamTime(ts time.Time) error {
 	if err != nil {
 		return fmt.Errorf("stream time: %w", err)
 	}
-	for i, r := range t.timers {
+	for i, s := range stores {
 		if has[i] && kept[i].Equal(st) {
 			continue
 		}
-		s, _ := r.st()
 		if err := s.Put(streamTimeKey, enc); err != nil {
 			return err
 		}
