@@ -23,10 +23,16 @@ import (
 // timerNode sets the timer each record asks for: key is the timer's name,
 // value "<clock> <due unix ms>" (clock "s" or "w"); a record without a
 // value sets nothing. OnTimer sends the timer's name to the output with
-// the instance that fired it as the value.
-type timerNode struct{ out, instance string }
+// the instance that fired it as the value. calls counts the calls of
+// both, unguarded: the race detector reports a Punctuate that runs at the
+// same time as the task's records.
+type timerNode struct {
+	out, instance string
+	calls         int
+}
 
-func (n timerNode) Process(ctx topology.NodeContext, rec topology.Record) error {
+func (n *timerNode) Process(ctx topology.NodeContext, rec topology.Record) error {
+	n.calls++
 	if len(rec.Value) == 0 {
 		return nil
 	}
@@ -42,7 +48,8 @@ func (n timerNode) Process(ctx topology.NodeContext, rec topology.Record) error 
 	return ctx.Timers().Set(clock, rec.Key, time.UnixMilli(due))
 }
 
-func (n timerNode) OnTimer(ctx topology.NodeContext, clock topology.Clock, name []byte, _ time.Time) error {
+func (n *timerNode) OnTimer(ctx topology.NodeContext, _ topology.Clock, name []byte, _ time.Time) error {
+	n.calls++
 	return ctx.Send(n.out, name, []byte(n.instance))
 }
 
@@ -70,7 +77,7 @@ func testTimersSurviveHandovers(t *testing.T, g Guarantee) {
 	start := func(id string) *running {
 		b := topology.NewBuilder(appID)
 		b.AddSource("src", in)
-		b.AddProcessor("timers", topology.SupplierFunc(func(string, int32) topology.Node { return timerNode{out: out, instance: id} }), "src")
+		b.AddProcessor("timers", topology.SupplierFunc(func(string, int32) topology.Node { return &timerNode{out: out, instance: id} }), "src")
 		b.AddTimers("due", "timers")
 		top, err := b.Build()
 		if err != nil {
