@@ -300,7 +300,14 @@ func (r *timerRun) fire(clock Clock, bound time.Time) error {
 	if err != nil {
 		return err
 	}
+	// The index entries due at bound are those before the first key of
+	// the next nanosecond.
 	end := []byte{dueTag, byte(clock) + 1}
+	if enc, err := encodeTime(bound); err == nil {
+		if u := binary.BigEndian.Uint64(enc); u < math.MaxUint64 {
+			end = binary.BigEndian.AppendUint64([]byte{dueTag, byte(clock)}, u+1)
+		}
+	}
 	var last []byte
 	for {
 		start := []byte{dueTag, byte(clock)}
