@@ -102,7 +102,7 @@ func (t *task) Process(ctx Context, rec Record) error {
 	// The stream-time timers due, now that the record is done.
 	for _, r := range t.timers {
 		if err := r.fire(StreamTime, t.clock.t); err != nil {
-			return fail(r.p.n.name, err)
+			return fail(t.failedIn(r), err)
 		}
 	}
 	return nil

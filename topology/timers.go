@@ -408,14 +408,23 @@ func (t *task) advanceStreamTime(ts time.Time) error {
 	return nil
 }
 
+// failedIn names the node where an error firing r's timers began: a
+// child OnTimer forwarded to, or r's own node.
+func (t *task) failedIn(r *timerRun) string {
+	if t.failNode != "" {
+		return t.failNode
+	}
+	return r.p.n.name
+}
+
 // Punctuate fires the task's wall-clock timers due at now, node by node
 // in the order of the graph.
 func (t *task) Punctuate(ctx Context, now time.Time) error {
 	if len(t.timers) == 0 {
 		return nil
 	}
-	t.ctx = ctx
-	defer func() { t.ctx = nil }()
+	t.ctx, t.failNode, t.failErr = ctx, "", nil
+	defer func() { t.ctx, t.failNode, t.failErr = nil, "", nil }()
 	// StreamTime in OnTimer is the one kept in the timer stores.
 	var st time.Time
 	for _, r := range t.timers {
@@ -434,7 +443,7 @@ func (t *task) Punctuate(ctx Context, now time.Time) error {
 	t.clock = streamClock{t: st, set: !st.IsZero()}
 	for _, r := range t.timers {
 		if err := r.fire(WallClock, now); err != nil {
-			return &TimerError{TaskID: t.id, Node: r.p.n.name, Err: err}
+			return &TimerError{TaskID: t.id, Node: t.failedIn(r), Err: err}
 		}
 	}
 	return nil

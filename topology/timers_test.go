@@ -592,3 +592,44 @@ func TestTimersSetWhileFiring(t *testing.T) {
 	step("next punctuate", punct, "w x 5")
 	step("punctuate again", punct)
 }
+
+// forwardNode forwards a record from OnTimer.
+type forwardNode struct{}
+
+func (forwardNode) Process(ctx NodeContext, rec Record) error {
+	return ctx.Timers().Set(clockOf(string(rec.Value)), nil, time.UnixMilli(1))
+}
+
+func (forwardNode) OnTimer(ctx NodeContext, _ Clock, _ []byte, _ time.Time) error {
+	return ctx.Forward(Record{Value: []byte("from a timer")})
+}
+
+// An error in a child of a node with timers, on a record OnTimer
+// forwarded, names the child.
+func TestTimersChildError(t *testing.T) {
+	boom := errors.New("boom")
+	b := NewBuilder("app")
+	b.AddSource("src", "in")
+	b.AddProcessor("timers", SupplierFunc(func(string, int32) Node { return forwardNode{} }), "src")
+	b.AddTimers("t", "timers")
+	b.AddProcessor("child", ProcessorFunc(func(NodeContext, Record) error { return boom }), "timers")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := topo.Subtopologies()[0].NewProcessor("0_0", 0)
+	ctx := &timerCtx{stores: map[string]*MemStore{"t": {}}}
+	err = proc.Process(ctx, Record{Topic: "in", Value: []byte("s"), Timestamp: time.UnixMilli(5)})
+	var pe *ProcessError
+	if !errors.Is(err, boom) || !errors.As(err, &pe) || pe.Node != "child" {
+		t.Fatalf("after a record: %v, want a ProcessError of node \"child\"", err)
+	}
+	if err := proc.Process(ctx, Record{Topic: "in", Value: []byte("w"), Timestamp: time.UnixMilli(5)}); err != nil {
+		t.Fatal(err)
+	}
+	err = proc.(Punctuator).Punctuate(ctx, time.UnixMilli(5))
+	var te *TimerError
+	if !errors.Is(err, boom) || !errors.As(err, &te) || te.Node != "child" {
+		t.Fatalf("Punctuate: %v, want a TimerError of node \"child\"", err)
+	}
+}
