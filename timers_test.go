@@ -2,6 +2,7 @@ package baton
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/internal/counts"
@@ -56,9 +58,11 @@ func (n *timerNode) OnTimer(ctx topology.NodeContext, _ topology.Clock, name []b
 // TestTimersSurviveHandovers runs a Processor-API topology with timers
 // on two instances while records set timers of both clocks, due over the
 // next two seconds. A third instance joins (tasks move to it through
-// learners) and then drains (they move back) while timers fall due. Every
-// timer must fire exactly once in the output: none lost in a move, none
-// fired by both the old and the new owner.
+// learners) and then drains (they move back) while timers fall due; under
+// exactly-once, a transaction of each of the first two instances aborts
+// too. Every timer must fire exactly once in the output (read committed):
+// none lost in a move or an abort, none fired by both the old and the new
+// owner.
 func TestTimersSurviveHandovers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: moves tasks while timers fall due")
@@ -192,6 +196,17 @@ func testTimersSurviveHandovers(t *testing.T, g Guarantee) {
 	a, b2 := start("a"), start("b")
 	waitFor(t, 60*time.Second, func() bool { _, ok := active(a, b2); return ok }, describe(a, b2))
 	waitFor(t, 30*time.Second, func() bool { return len(fired()) > 20 }, func() string { return fmt.Sprintf("no timer fired: %d\n%s", len(fired()), describe(a, b2)()) })
+	if g == ExactlyOnce {
+		// A transaction that aborts takes back the timers it fired with
+		// the rest of its work: they fire again in the next one.
+		for _, r := range []*running{a, b2} {
+			aborted := func() float64 { return testutil.ToFloat64(r.app.metrics.transactions.WithLabelValues("aborted")) }
+			before := aborted()
+			cause := errors.New("test: a transaction with timers fired aborts")
+			r.app.commit.(*transactional).forceAbort.Store(&cause)
+			waitFor(t, 30*time.Second, func() bool { return aborted() > before }, func() string { return "no abort on " + r.app.InstanceID() })
+		}
+	}
 	c := start("c")
 	waitFor(t, 60*time.Second, func() bool {
 		o, ok := active(a, b2, c)
@@ -255,6 +270,20 @@ func testTimersSurviveHandovers(t *testing.T, g Guarantee) {
 	}
 	if !t.Failed() {
 		t.Logf("%d timers, each fired once; by instance: %v", len(want), by)
+	}
+	if g == ExactlyOnce {
+		// What the aborted transactions fired is in the log, uncommitted.
+		raw := map[string]int{}
+		if err := counts.Scan(context.Background(), tg.Brokers, out, false, func(r *kgo.Record) { raw[string(r.Key)]++ }); err != nil {
+			t.Fatal(err)
+		}
+		again := 0
+		for _, n := range raw {
+			if n > 1 {
+				again++
+			}
+		}
+		t.Logf("%d timers fired in an aborted transaction and again after it", again)
 	}
 }
 
