@@ -77,6 +77,12 @@ func testTimersSurviveHandovers(t *testing.T, g Guarantee) {
 	appID, in, out := tg.Name("timers"), tg.Name("requests"), tg.Name("fired")
 	tg.CreateTopic(t, in, 4, false)
 	tg.CreateTopic(t, out, 2, false)
+	// On Apache Kafka the old owner's last writes reach a learner a little
+	// later than on the embedded cluster (see TestScaleOut).
+	acceptable := int64(10)
+	if tg.Kafka != nil {
+		acceptable = 100
+	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	start := func(id string) *running {
 		b := topology.NewBuilder(appID)
@@ -89,7 +95,7 @@ func testTimersSurviveHandovers(t *testing.T, g Guarantee) {
 		}
 		opts := []Option{WithBrokers(tg.Brokers...), WithAppID(appID), WithInstanceID(id), WithStateDir(t.TempDir()),
 			WithSessionTimeout(2 * time.Second), WithHeartbeatInterval(100 * time.Millisecond), WithRebalanceTimeout(3 * time.Second),
-			WithAcceptableLag(10), WithLogger(logger), WithGuarantee(g)}
+			WithAcceptableLag(acceptable), WithLogger(logger), WithGuarantee(g)}
 		if g == ExactlyOnce {
 			opts = append(opts, WithTransactionTimeout(3*time.Second))
 		}
