@@ -115,18 +115,19 @@ type timerDef struct{ store, processor string }
 // linkTimers checks the AddTimers calls and marks the nodes with timers.
 func (g *graph) linkTimers() {
 	byStore := map[string]string{}
+	twice := map[string]bool{}
 	for _, d := range g.timers {
 		if other, dup := byStore[d.store]; dup {
 			g.errorf("timer store %q given twice (to %q and %q)", d.store, other, d.processor)
+			twice[d.store] = true
 			continue
 		}
 		byStore[d.store] = d.processor
 		p := g.byName[d.processor]
 		switch {
-		case p == nil:
-			g.errorf("AddTimers(%q, %q): unknown processor %q", d.store, d.processor, d.processor)
-			continue
-		case p.kind != processorKind || p.supplier == nil:
+		case p == nil || p.kind != processorKind:
+			continue // link reported it, for the store
+		case p.supplier == nil:
 			g.errorf("AddTimers(%q, %q): %q is not a Processor-API processor (AddProcessor); only those have timers", d.store, d.processor, d.processor)
 			continue
 		case p.timers != "":
@@ -140,7 +141,7 @@ func (g *graph) linkTimers() {
 	}
 	for _, s := range g.stores {
 		owner, ok := byStore[s.name]
-		if !ok {
+		if !ok || twice[s.name] {
 			continue
 		}
 		for _, pn := range s.processors {

@@ -354,7 +354,7 @@ func TestTimersBuildErrors(t *testing.T) {
 		build func(b *Builder)
 		want  string
 	}{
-		{"unknown processor", func(b *Builder) { b.AddTimers("t", "nope") }, `unknown processor "nope"`},
+		{"unknown processor", func(b *Builder) { b.AddTimers("t", "nope") }, `store "t": unknown processor "nope"`},
 		{"store twice", func(b *Builder) {
 			b.AddProcessor("q", node, "src")
 			b.AddTimers("t", "p")
@@ -376,7 +376,7 @@ func TestTimersBuildErrors(t *testing.T) {
 		{"sink", func(b *Builder) {
 			b.AddSink("out", "out", "p")
 			b.AddTimers("t", "out")
-		}, `"out" is not a Processor-API processor`},
+		}, `store "t": "out" is a sink`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := NewBuilder("app")
@@ -387,13 +387,16 @@ func TestTimersBuildErrors(t *testing.T) {
 			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Build: %v, want ErrInvalid saying %s", err, tc.want)
 			}
+			if n := strings.Count(err.Error(), "\n") + 1; n != 1 {
+				t.Fatalf("Build: %d errors for one mistake: %v", n, err)
+			}
 		})
 	}
 
 	// A DSL node has no timers.
 	b := NewBuilder("app")
-	FromTopic(b, "in", Bytes, String).To("out")
-	b.AddTimers("t", "fromTopic#1")
+	FlatMapValues(FromTopic(b, "in", Bytes, String), strings.Fields).To("out")
+	b.AddTimers("t", "flatMapValues#2")
 	if _, err := b.Build(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "not a Processor-API processor") {
 		t.Fatalf("timers on a DSL node: %v", err)
 	}
