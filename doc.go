@@ -68,6 +68,10 @@
 // processing while it commits.
 //
 // Processing of a task is in order and on one worker goroutine at a time.
+// A task with timers (topology.Builder.AddTimers) is punctuated every
+// 100 ms or so on the same worker, between its records: its wall-clock
+// timers due by then fire, and what they write and send is committed
+// with the task's records.
 // Status and the Listener are safe to use from any goroutine; a Listener
 // must not block.
 package baton

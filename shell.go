@@ -343,7 +343,8 @@ func (s *shell) pollIfCaughtUp() {
 // the backlog, and s.behind says so. Records of a task still restoring
 // wait; those of tasks not active here are dropped (their next owner
 // reads them again). Under exactly-once nothing is processed while a
-// transaction commits.
+// transaction commits. A running task with timers not punctuated for
+// punctuateEvery is punctuated after its records, on its worker.
 func (s *shell) dispatch() {
 	a := s.a
 	if a.commit.exclusive() || s.rewinding {
@@ -353,7 +354,9 @@ func (s *shell) dispatch() {
 	per := make([][]*batch, len(a.workers))
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
-	deadline := time.Now().Add(turnBudget)
+	now := time.Now()
+	deadline := now.Add(turnBudget)
+	byTask := map[string]*batch{}
 	held := map[string][]*kgo.Record{} // records waiting for their task's tables
 	for id, recs := range a.backlog {
 		st := s.core.Role(id)
@@ -374,7 +377,22 @@ func (s *shell) dispatch() {
 		}
 		delete(a.backlog, id)
 		wg.Add(1)
-		per[t.worker] = append(per[t.worker], &batch{t: t, recs: run, deadline: deadline, done: &wg, err: &failed})
+		b := &batch{t: t, recs: run, deadline: deadline, done: &wg, err: &failed}
+		byTask[id] = b
+		per[t.worker] = append(per[t.worker], b)
+	}
+	for id, t := range a.tasks {
+		if !t.sub.Timers || now.Sub(t.punctuated) < punctuateEvery || t.proc == nil ||
+			s.core.Role(id).Role != lifecycle.Active || !s.core.Running(id) {
+			continue
+		}
+		t.punctuated = now
+		if b := byTask[id]; b != nil {
+			b.punctuate = now
+			continue
+		}
+		wg.Add(1)
+		per[t.worker] = append(per[t.worker], &batch{t: t, punctuate: now, deadline: deadline, done: &wg, err: &failed})
 	}
 	for w, bs := range per {
 		if len(bs) > 0 {
@@ -452,7 +470,7 @@ func (s *shell) apply(fx []instance.Effect) {
 			a.group.ResumeFetchPartitions(a.sourcePartitions(a.runtimeTask(e.Task)))
 		case instance.StartProcessor:
 			t := a.runtimeTask(e.Task)
-			t.assignedAt, t.first, t.replayed = time.Now(), false, 0
+			t.assignedAt, t.first, t.replayed, t.punctuated = time.Now(), false, 0, time.Time{}
 			t.worker = a.pinWorker()
 			t.proc = t.sub.NewProcessor(t.id, t.part)
 			t.ctx = &taskContext{a: a, t: t}

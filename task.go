@@ -44,6 +44,9 @@ type task struct {
 	// and writes carries it.
 	stamp  time.Time
 	lastAt time.Time // when the last record was processed
+	// punctuated is when its timers were last punctuated (loop only),
+	// for a subtopology with timers.
+	punctuated time.Time
 
 	processed atomic.Int64
 	// restored counts changelog records restored into the stores while
@@ -258,7 +261,7 @@ func (v *storeView) Delete(key []byte) error { return v.write(key, nil) }
 func (v *storeView) write(key, value []byte) error {
 	k := clone(key)
 	if value != nil {
-		value = clone(value)
+		value = append([]byte{}, value...) // an empty value stays a value, not a delete
 	}
 	s := v.s
 	if s.source {
@@ -312,16 +315,18 @@ type worker struct {
 }
 
 // batch is a task's records for one turn of its worker. The worker
-// processes them in order, at least one, and stops after the one that
-// ends past deadline; n is how many it processed (written by the worker
-// before done).
+// processes them in order, at least one if any, and stops after the one
+// that ends past deadline; n is how many it processed (written by the
+// worker before done). If punctuate is set, the worker then punctuates
+// the task's timers with that time.
 type batch struct {
-	t        *task
-	recs     []*kgo.Record
-	deadline time.Time
-	n        int
-	done     *sync.WaitGroup
-	err      *atomic.Pointer[error]
+	t         *task
+	recs      []*kgo.Record
+	punctuate time.Time
+	deadline  time.Time
+	n         int
+	done      *sync.WaitGroup
+	err       *atomic.Pointer[error]
 }
 
 func (a *App) startWorkers() {
@@ -345,6 +350,9 @@ func (w *worker) run(a *App) {
 		for _, b := range batches {
 			start := time.Now()
 			n, err := a.process(b.t, b.recs, b.deadline)
+			if err == nil && !b.punctuate.IsZero() {
+				err = a.punctuate(b.t, b.punctuate)
+			}
 			took := time.Since(start)
 			b.n = n
 			// Counted before done: the loop reads both once the batch
@@ -395,4 +403,24 @@ func (a *App) process(t *task, recs []*kgo.Record, deadline time.Time) (int, err
 	}
 	a.metrics.processed.WithLabelValues(t.id).Add(float64(n))
 	return n, nil
+}
+
+// punctuateEvery is how often the runtime punctuates the timers of each
+// active task with timers: the wall-clock timers fire that late at most
+// (plus a turn).
+const punctuateEvery = 100 * time.Millisecond
+
+// punctuate fires the task's wall-clock timers due at now, on the worker
+// that runs its records. What the timers write and send joins the task's
+// uncommitted work, as a record's does.
+func (a *App) punctuate(t *task, now time.Time) error {
+	p, ok := t.proc.(topology.Punctuator)
+	if !ok {
+		return nil
+	}
+	t.stamp = now
+	if err := p.Punctuate(t.ctx, now); err != nil {
+		return fmt.Errorf("baton: task %s: %w", t.id, err)
+	}
+	return nil
 }

@@ -28,6 +28,7 @@ type Builder struct {
 	errs        []error
 	seq         int                           // DSL node numbering
 	extractors  map[string]TimestampExtractor // by topic
+	timers      []timerDef                    // by AddTimers, in order
 }
 
 type nodeKind int
@@ -59,6 +60,11 @@ type node struct {
 	build func(t *task, n *node, children []any) (any, error)
 	// desc is an optional detail for String (e.g. the DSL operation).
 	desc string
+	// supplier is a Processor-API processor's (AddProcessor); nil for
+	// DSL nodes.
+	supplier Supplier
+	// timers is the processor's timer store (AddTimers); "" if none.
+	timers string
 }
 
 type storeDef struct {
@@ -133,7 +139,7 @@ func (b *Builder) AddProcessor(name string, s Supplier, parents ...string) {
 		b.errorf("processor %q has a nil supplier", name)
 	}
 	b.add(&node{name: name, kind: processorKind, parents: slices.Clone(parents),
-		in: bytesPort, out: bytesPort, build: buildProcessor(s)})
+		in: bytesPort, out: bytesPort, build: buildProcessor(s), supplier: s})
 }
 
 // AddSink adds a sink node sending the records its parents forward to
@@ -214,7 +220,7 @@ func checkTopic(t string) error {
 // errors.Join. The Topology does not change if the builder is used again.
 func (b *Builder) Build() (*Topology, error) {
 	g := &graph{appID: b.appID, byName: map[string]*node{}, repart: maps.Clone(b.repart), errs: slices.Clone(b.errs),
-		extractors: maps.Clone(b.extractors)}
+		extractors: maps.Clone(b.extractors), timers: slices.Clone(b.timers)}
 	for _, n := range b.nodes {
 		c := *n
 		c.topics, c.parents, c.stores = slices.Clone(n.topics), slices.Clone(n.parents), slices.Clone(n.stores)
@@ -261,6 +267,7 @@ type graph struct {
 	children map[string][]*node // by parent name, in order added
 	// extractors are the TimestampExtractors by topic.
 	extractors map[string]TimestampExtractor
+	timers     []timerDef
 	topo       []*node // nodes, parents before children
 	subs       []*sub
 }
@@ -324,6 +331,7 @@ func (g *graph) link() {
 			}
 		}
 	}
+	g.linkTimers()
 }
 
 func portName(t reflect.Type) string {
@@ -534,6 +542,9 @@ func (g *graph) topology() *Topology {
 			}
 			st.Stores = append(st.Stores, spec)
 		}
+		for _, n := range s.nodes {
+			st.Timers = st.Timers || n.timers != ""
+		}
 		st.NewProcessor = newProcessorFunc(s, g.children, g.extractors)
 		t.subs = append(t.subs, st)
 	}
@@ -592,6 +603,9 @@ func (g *graph) describe(t *Topology) string {
 			}
 			if len(n.stores) > 0 {
 				fmt.Fprintf(&sb, " stores [%s]", strings.Join(n.stores, ", "))
+			}
+			if n.timers != "" {
+				fmt.Fprintf(&sb, " timers in %s", n.timers)
 			}
 			if cs := g.children[n.name]; len(cs) > 0 {
 				names := make([]string, len(cs))

@@ -18,7 +18,8 @@
 // names, cycles (in the node graph, a subtopology reading what it writes,
 // or subtopologies feeding each other through topics), stores connected to
 // nothing, invalid app ids and topic names (Kafka's rules), repartition
-// topics not both written and read.
+// topics not both written and read, timers given to an unknown node or to
+// a node that cannot have them (see AddTimers).
 //
 // The builder cannot know partition counts. The runtime must check, with
 // Subtopology.CheckPartitions, that the sources of each subtopology have
@@ -99,6 +100,10 @@
 // when it comes back, it makes a new one (state lives in stores, not in
 // processors). The Topology is immutable once built.
 //
+// The processor of a subtopology with timers (Subtopology.Timers) is a
+// Punctuator too: the runtime calls Punctuate from the same goroutine as
+// Process, never at the same time, to fire wall-clock timers.
+//
 // During Process the processor may use ctx: Store for the task's stores
 // (which the runtime restores from their changelog topics before the first
 // record) and Send for output. If Process returns an error the runtime
@@ -106,6 +111,58 @@
 // own nodes are *ProcessError values naming the task, the input record's
 // topic, partition and offset, and the node; a record whose key or value
 // does not decode gives one wrapping ErrDecode, never a panic.
+//
+// # Time and timers
+//
+// Every record has an event time: Record.Timestamp, or what the
+// TimestampExtractor of its topic returns (SetTimestampExtractor). A
+// task's stream time is the largest event time of the records it has
+// processed (NodeContext.StreamTime); records arriving out of order do not
+// move it back.
+//
+// A Processor-API node may have timers: Builder.AddTimers gives it a
+// timer store, and NodeContext.Timers sets, replaces, cancels and reads
+// them. A timer has a clock, a name and a time; setting the timer of a
+// clock and name again replaces it. The node must implement TimerNode,
+// whose OnTimer is called once per timer that fires:
+//
+//   - A StreamTime timer fires when the task's stream time reaches its
+//     time, after the record that moved it there has gone through the
+//     whole graph (a timer set for a time already reached fires after the
+//     record in process). Only records move stream time.
+//   - A WallClock timer fires when the runtime's clock reaches its time:
+//     the runtime calls the task's Punctuate (see Punctuator) with its
+//     clock's time every 100 ms or so, between records, never during one.
+//     A timer due while the task has no owner (during a handover) fires
+//     at the new owner's first Punctuate.
+//
+// After a record, or in Punctuate, the nodes with timers fire theirs in
+// the order of the graph, each node in order of (time, name). A timer
+// that OnTimer sets fires in the same pass if it comes after the timer
+// firing in that order; if not (the same time and name again, for
+// example), it waits for the next record or the next Punctuate, so a
+// timer setting itself again at its own time does not loop. OnTimer may
+// use the node's stores, Send and Forward; what it sends carries the
+// timer's time as its timestamp. Its errors are the record's
+// ProcessError after a record and a TimerError from Punctuate.
+//
+// Each timer fires once. It is removed from the timer store in the same
+// writes as what OnTimer writes and sends, so the runtime commits them
+// together (under exactly-once, in one transaction), and a task that
+// moves takes its timers with it: the timer store has a changelog and is
+// restored by learners and standbys like any store. The task's stream
+// time is kept in the timer store too, so a new owner goes on from the
+// old owner's stream time instead of starting afresh (and, under
+// exactly-once, an aborted transaction takes back the stream time its
+// records moved, with the rest of their work); that costs one changelog
+// write per record that moves stream time. What the runtime
+// commits is what happened: after a crash under at-least-once, a timer
+// that fired since the last commit may fire again on the next owner, as a
+// record may be processed again.
+//
+// The timer store's layout is the package's: the node sees it only
+// through Timers (NodeContext.Store returns nil for it), and no other
+// node may be connected to it.
 //
 // # Ownership of byte slices
 //

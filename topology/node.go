@@ -15,9 +15,13 @@ type NodeContext interface {
 	// (Record.Timestamp, after the TimestampExtractor) of the records the
 	// task has processed here, the one in process included. It never goes
 	// back. A new owner of the task starts it afresh from its first
-	// record; state that depends on it keeps its own (windowed stores and
-	// timers do).
+	// record, unless the task has timers: then it is kept in the timer
+	// stores with the rest of the task's state, and a new owner goes on
+	// from the old owner's (see "Time and timers" in the package docs).
 	StreamTime() time.Time
+	// Timers returns the node's timers (Builder.AddTimers); nil for a
+	// node without.
+	Timers() Timers
 }
 
 // Node is one processor node of one task. The runtime calls it from one

@@ -16,6 +16,8 @@ type task struct {
 	topics    []string
 	extract   map[string]TimestampExtractor // by topic; nil: the record's
 	clock     streamClock
+	// timers are the timers of its nodes with timers, in graph order.
+	timers []*timerRun
 
 	// Set for the duration of one Process call.
 	ctx      Context
@@ -81,16 +83,27 @@ func (t *task) Process(ctx Context, rec Record) error {
 		}
 		rec.Timestamp = ts
 	}
-	t.clock.observe(rec.Timestamp)
 	if ts, ok := ctx.(timestampSetter); ok {
 		ts.SetTimestamp(rec.Timestamp)
 	}
 	t.ctx, t.failNode, t.failErr = ctx, "", nil
-	err := src.receive(rec)
-	node := t.failNode
-	t.ctx, t.failNode, t.failErr = nil, "", nil
-	if err != nil {
+	defer func() { t.ctx, t.failNode, t.failErr = nil, "", nil }()
+	fail := func(node string, err error) error {
 		return &ProcessError{TaskID: t.id, Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Node: node, Err: err}
+	}
+	if len(t.timers) == 0 {
+		t.clock.observe(rec.Timestamp)
+	} else if err := t.advanceStreamTime(rec.Timestamp); err != nil {
+		return fail("", err)
+	}
+	if err := src.receive(rec); err != nil {
+		return fail(t.failNode, err)
+	}
+	// The stream-time timers due, now that the record is done.
+	for _, r := range t.timers {
+		if err := r.fire(StreamTime, t.clock.t); err != nil {
+			return fail(t.failedIn(r), err)
+		}
 	}
 	return nil
 }
@@ -140,6 +153,7 @@ type processorRun struct {
 	n        *node
 	node     Node
 	children []recordReceiver
+	timers   *timerRun // nil without AddTimers
 }
 
 func buildProcessor(s Supplier) func(*task, *node, []any) (any, error) {
@@ -152,7 +166,15 @@ func buildProcessor(s Supplier) func(*task, *node, []any) (any, error) {
 		if node == nil {
 			return nil, errors.New("supplier returned a nil Node")
 		}
-		return &processorRun{t: t, n: n, node: node, children: cs}, nil
+		p := &processorRun{t: t, n: n, node: node, children: cs}
+		if n.timers != "" {
+			if _, ok := node.(TimerNode); !ok {
+				return nil, fmt.Errorf("has timers (AddTimers) but its Node, a %T, has no OnTimer method (see TimerNode)", node)
+			}
+			p.timers = &timerRun{p: p, store: n.timers}
+			t.timers = append(t.timers, p.timers)
+		}
+		return p, nil
 	}
 }
 
@@ -170,10 +192,18 @@ func (p *processorRun) StreamTime() time.Time { return p.t.clock.t }
 func (p *processorRun) Partition() int32      { return p.t.partition }
 
 func (p *processorRun) Store(name string) Store {
-	if !slices.Contains(p.n.stores, name) {
+	if !slices.Contains(p.n.stores, name) || name == p.n.timers {
 		return nil
 	}
 	return p.t.ctx.Store(name)
+}
+
+// Timers returns the node's timers; nil without AddTimers.
+func (p *processorRun) Timers() Timers {
+	if p.timers == nil {
+		return nil
+	}
+	return p.timers
 }
 
 func (p *processorRun) Send(topic string, key, value []byte) error {

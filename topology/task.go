@@ -106,6 +106,10 @@ type Subtopology struct {
 	// Stores are the subtopology's stores; it is stateful iff
 	// len(Stores) > 0.
 	Stores []StoreSpec
+	// Timers: a node of the subtopology has timers (Builder.AddTimers).
+	// Its processors then implement Punctuator, which the runtime calls
+	// for each active task from time to time to fire wall-clock timers.
+	Timers bool
 	// NewProcessor makes the processor of one task. It is safe to call
 	// from many goroutines; each processor it returns is used by one.
 	NewProcessor func(taskID string, partition int32) Processor
