@@ -229,3 +229,131 @@ func readCommitted(t *testing.T, brokers []string, topic string) map[string][]st
 	}
 	return out
 }
+
+// TestStreamJoinMoves: a windowed join of two streams keeps each side's
+// records in a store; the stores move like the others. Under
+// exactly-once, while orders flow (each a click and a buy with the same
+// key, close in time), a second and a third instance join, the first
+// drains and the third crashes: every order is joined exactly once.
+func TestStreamJoinMoves(t *testing.T) {
+	h := newHarness(t, 4)
+	clicks, buys, joined := h.input, h.tg.Name("buys"), h.output
+	h.tg.CreateTopic(t, buys, 4, false)
+	h.build = func() (*topology.Topology, error) {
+		b := topology.NewBuilder(h.appID)
+		c := topology.FromTopic(b, clicks, topology.String, topology.String)
+		p := topology.FromTopic(b, buys, topology.String, topology.String)
+		topology.JoinStreams(c, p, topology.JoinWithin(time.Minute).Grace(time.Hour), "orders",
+			func(_, click, buy string) string { return click + "&" + buy }).To(joined)
+		return b.Build()
+	}
+	eos := []Option{WithGuarantee(ExactlyOnce), WithTransactionTimeout(3 * time.Second)}
+	all := func(apps ...*running) bool {
+		o, _ := owners(apps...)
+		if len(o) != 4 {
+			return false
+		}
+		for _, r := range apps {
+			n := 0
+			for _, ts := range r.app.Status().Tasks {
+				if ts.Role == "learner" {
+					return false
+				}
+				if ts.Role == "active" {
+					n++
+				}
+			}
+			if n == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	// Orders: a click, then its buy a few records later, a millisecond of
+	// event time apart per record.
+	orders := 0
+	clock := time.UnixMilli(1_700_000_000_000)
+	var pending []string
+	produce := func(n int) error {
+		var recs []*kgo.Record
+		for range n {
+			id := "o" + strconv.Itoa(orders)
+			orders++
+			clock = clock.Add(time.Millisecond)
+			recs = append(recs, &kgo.Record{Topic: clicks, Key: []byte(id), Value: []byte("c-" + id), Timestamp: clock})
+			pending = append(pending, id)
+			if len(pending) > 5 {
+				bid := pending[0]
+				pending = pending[1:]
+				clock = clock.Add(time.Millisecond)
+				recs = append(recs, &kgo.Record{Topic: buys, Key: []byte(bid), Value: []byte("b-" + bid), Timestamp: clock})
+			}
+		}
+		return h.prod.ProduceSync(context.Background(), recs...).FirstErr()
+	}
+	if err := produce(2000); err != nil {
+		t.Fatal(err)
+	}
+	a := h.start("a", eos...)
+	h.eventually(60*time.Second, "a to run every task", func() bool { return all(a) })
+	ctx, stop := context.WithCancel(context.Background())
+	flowed := make(chan struct{})
+	go func() {
+		defer close(flowed)
+		tick.Every(ctx, 20*time.Millisecond, func() error {
+			if err := produce(20); err != nil && ctx.Err() == nil {
+				t.Errorf("writing orders: %v", err)
+			}
+			return nil
+		})
+	}()
+	m := h.mark(a)
+	b := h.start("b", eos...)
+	h.eventually(60*time.Second, "a and b", func() bool { return all(a, b) })
+	h.checkOnlyMovedStop(m)
+	cut := &faultnet.Cutter{}
+	m = h.mark(a, b)
+	c := h.start("c", append(eos, WithKafkaOptions(kgo.Dialer(cut.Dial)))...)
+	h.eventually(60*time.Second, "a, b and c", func() bool { return all(a, b, c) })
+	h.checkOnlyMovedStop(m)
+	if len(h.eventsOf(EventLearner)) == 0 {
+		t.Error("no learner warmed the join's stores: the joins did not go through learners")
+	}
+	m = h.mark(a, b, c)
+	a.stop(t)
+	h.eventually(60*time.Second, "b and c", func() bool { return all(b, c) })
+	h.checkOnlyMovedStop(m)
+	cut.Cut()
+	h.eventually(60*time.Second, "b to run every task after c crashed", func() bool { o, _ := owners(b); return len(o) == 4 })
+	stop()
+	<-flowed
+	// The last clicks' buys.
+	var recs []*kgo.Record
+	for _, id := range pending {
+		clock = clock.Add(time.Millisecond)
+		recs = append(recs, &kgo.Record{Topic: buys, Key: []byte(id), Value: []byte("b-" + id), Timestamp: clock})
+	}
+	if err := h.prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string][]string
+	complete := tick.Until(context.Background(), 90*time.Second, 500*time.Millisecond, func() bool {
+		got = readCommitted(t, h.brokers, joined)
+		return len(got) >= orders
+	})
+	var wrong []string
+	for i := range orders {
+		id := "o" + strconv.Itoa(i)
+		if want := "c-" + id + "&b-" + id; !slices.Equal(got[id], []string{want}) {
+			wrong = append(wrong, fmt.Sprintf("%s: %q", id, got[id]))
+		}
+	}
+	if len(wrong) > 0 || !complete {
+		if len(wrong) > 10 {
+			wrong = append(wrong[:10], fmt.Sprintf("... %d more", len(wrong)-10))
+		}
+		t.Fatalf("orders not joined exactly once (%d orders): %s", orders, strings.Join(wrong, ", "))
+	}
+	t.Logf("%d orders joined exactly once", orders)
+	c.app.Leave()
+}

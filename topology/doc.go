@@ -81,13 +81,20 @@
 // key up in the other side's store, so both sides are in one subtopology
 // and their topics must be co-partitioned (the runtime checks it and
 // names the topics if not); a stream whose key may have changed is
-// repartitioned first (Repartition). A task that reads a table's topic
-// and other topics processes the table up to its end offset, as read
-// when the task starts, before its other topics' records; after that it
-// processes its topics in the order records are fetched (Kafka Streams
-// orders them by timestamp across a task's partitions instead). A
-// windowed table cannot be joined by key alone, and a join of tables has
-// no store, so neither can be the table side of a join.
+// repartitioned first (Repartition). JoinStreams joins two streams within
+// a time window (JoinWithin): each pair of records with the same key and
+// event times at most the window apart is emitted once, when its second
+// record comes; each side's records wait in a store of their own for as
+// long as a later record could still pair with them; only the inner join
+// exists for streams (Kafka Streams also has left and outer ones).
+//
+// A task that reads a table's topic and other topics processes the table
+// up to its end offset, as read when the task starts, before its other
+// topics' records; after that it processes its topics in the order records
+// are fetched (Kafka Streams orders them by timestamp across a task's
+// partitions instead). A windowed table cannot be joined by key alone,
+// and a join of tables has no store, so neither can be the table side of
+// a join.
 //
 // # Lifecycle and threading
 //

@@ -15,9 +15,12 @@ import (
 // and the late records counted.
 type winCtx struct {
 	stores map[string]*MemStore
-	sent   []string // "topic key=value"
+	sent   []string // "topic key=value at ms"
 	late   map[string]int
+	stamp  time.Time // what Send stamps records with
 }
+
+func (c *winCtx) SetTimestamp(ts time.Time) { c.stamp = ts }
 
 func newWinCtx() *winCtx { return &winCtx{stores: map[string]*MemStore{}, late: map[string]int{}} }
 
@@ -32,7 +35,7 @@ func (c *winCtx) Store(name string) Store {
 	return s
 }
 func (c *winCtx) Send(topic string, k, v []byte) error {
-	c.sent = append(c.sent, fmt.Sprintf("%s %x=%s", topic, k, v))
+	c.sent = append(c.sent, fmt.Sprintf("%s %x=%s at %d", topic, k, v, c.stamp.UnixMilli()))
 	return nil
 }
 func (c *winCtx) LateRecord(store string) { c.late[store]++ }
