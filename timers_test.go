@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/internal/counts"
+	"github.com/baton-streams/baton/internal/faultnet"
 	"github.com/baton-streams/baton/internal/kafkatest"
 	"github.com/baton-streams/baton/topology"
 )
@@ -60,7 +61,7 @@ func (n *timerNode) OnTimer(ctx topology.NodeContext, _ topology.Clock, name []b
 // next two seconds. A third instance joins (tasks move to it through
 // learners) and then drains (they move back) while timers fall due; under
 // exactly-once, a transaction of each of the first two instances aborts
-// too. Every timer must fire exactly once in the output (read committed):
+// too, and a fourth instance takes tasks and crashes. Every timer must fire exactly once in the output (read committed):
 // none lost in a move or an abort, none fired by both the old and the new
 // owner.
 func TestTimersSurviveHandovers(t *testing.T) {
@@ -84,7 +85,7 @@ func testTimersSurviveHandovers(t *testing.T, g Guarantee) {
 		acceptable = 100
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	start := func(id string) *running {
+	start := func(id string, extra ...Option) *running {
 		b := topology.NewBuilder(appID)
 		b.AddSource("src", in)
 		b.AddProcessor("timers", topology.SupplierFunc(func(string, int32) topology.Node { return &timerNode{out: out, instance: id} }), "src")
@@ -99,7 +100,7 @@ func testTimersSurviveHandovers(t *testing.T, g Guarantee) {
 		if g == ExactlyOnce {
 			opts = append(opts, WithTransactionTimeout(3*time.Second))
 		}
-		app, err := New(top, opts...)
+		app, err := New(top, append(opts, extra...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,6 +224,21 @@ func testTimersSurviveHandovers(t *testing.T, g Guarantee) {
 	time.Sleep(time.Second)
 	c.stop(t)
 	waitFor(t, 60*time.Second, func() bool { _, ok := active(a, b2); return ok }, describe(a, b2))
+	if g == ExactlyOnce {
+		// d takes tasks, fires timers for a while, and crashes: what it
+		// fired since its last commit is aborted and fired again by the
+		// next owner, once.
+		cut := &faultnet.Cutter{}
+		d := start("d", WithKafkaOptions(kgo.Dialer(cut.Dial)))
+		waitFor(t, 60*time.Second, func() bool {
+			o, ok := active(a, b2, d)
+			return ok && slices.Contains(mapValues(o), "d")
+		}, describe(a, b2, d))
+		time.Sleep(time.Second)
+		cut.Cut()
+		waitFor(t, 60*time.Second, func() bool { o, _ := active(a, b2); return len(o) == 4 }, describe(a, b2))
+		d.app.Leave()
+	}
 	time.Sleep(time.Second)
 	stopFlow()
 	if err := <-flowDone; err != nil {
