@@ -225,6 +225,9 @@ func (a *App) loop(ctx context.Context) error {
 			s.rewoundDone(err)
 		case <-tick.C:
 			s.step(instance.Tick{})
+			if s.booting() {
+				s.dispatch() // a task may have stopped waiting for its tables
+			}
 		case <-inputTick.C:
 			s.readInput()
 		case r := <-a.ch.inputs:
@@ -304,6 +307,7 @@ func (s *shell) polled(f kgo.Fetches) {
 	}
 	f.EachPartition(func(p kgo.FetchTopicPartition) {
 		if len(p.Records) == 0 {
+			s.fetchedEmpty(p)
 			return
 		}
 		if sub, ok := a.bySource[p.Topic]; ok {

@@ -2,16 +2,25 @@ package baton
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton/topology"
 )
 
 // A task that reads a table's topic (topology.TableFromTopic) along with
 // other topics first brings the table up to date: from its activation
 // until it has processed its table partitions up to their end offsets as
-// read then, the records of its other topics wait. Otherwise a stream
+// read then, the records of its other topics wait. The end offset may be
+// that of a transaction marker, which is never processed as a record: so
+// a table partition is also up to date once a fetch of it came back
+// empty (the consumer is past every record there is) and the task has
+// processed the records fetched before. A broker may also cut a fetch
+// short of a partition when the response reaches its size limit; with
+// many busy partitions per broker, the wait can then end early. Otherwise a stream
 // record fetched before the table's records would join a table that does
 // not have them yet: at the first start, every record of the stream would
 // miss the whole table. After that, the task processes its topics in the
@@ -21,6 +30,9 @@ import (
 type tableBoot struct {
 	ends map[string]int64 // table topic -> its end at activation; nil: not read yet
 	gen  uint64           // which activation the read belongs to
+	// empty: the table topics whose partition a fetch returned without
+	// records since the activation.
+	empty map[string]bool
 }
 
 // tableEnds is the answer to a read of a task's table ends.
@@ -53,7 +65,7 @@ func (s *shell) startTableBoot(t *task) {
 		return
 	}
 	s.bootGen++
-	t.boot = &tableBoot{gen: s.bootGen}
+	t.boot = &tableBoot{gen: s.bootGen, empty: map[string]bool{}}
 	s.readTableEnds(t.id, t.part, topics, t.boot.gen)
 }
 
@@ -114,12 +126,37 @@ func (s *shell) bootDone(t *task) bool {
 	}
 	committed := s.a.group.CommittedOffsets()
 	for topic, end := range t.boot.ends {
-		if position(t, topicPart{topic, t.part}, committed, 0) < end {
+		if position(t, topicPart{topic, t.part}, committed, 0) >= end {
+			continue
+		}
+		if !t.boot.empty[topic] || slices.ContainsFunc(s.a.backlog[t.id], func(r *kgo.Record) bool { return r.Topic == topic }) {
 			return false
 		}
 	}
 	t.boot = nil
 	return true
+}
+
+// fetchedEmpty notes, for a task waiting for its tables, a fetch of one
+// of its table partitions that came back without records.
+func (s *shell) fetchedEmpty(p kgo.FetchTopicPartition) {
+	sub, ok := s.a.bySource[p.Topic]
+	if !ok || p.Err != nil {
+		return
+	}
+	if t := s.a.tasks[topology.TaskID(sub, p.Partition)]; t != nil && t.boot != nil {
+		t.boot.empty[p.Topic] = true
+	}
+}
+
+// booting reports whether a task waits for its tables.
+func (s *shell) booting() bool {
+	for _, t := range s.a.tasks {
+		if t.boot != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // split returns the records of t that may be processed now, and those
