@@ -28,6 +28,7 @@ type Builder struct {
 	errs        []error
 	seq         int                           // DSL node numbering
 	extractors  map[string]TimestampExtractor // by topic
+	globals     []GlobalStoreSpec             // FromGlobalTopic, in order
 }
 
 type nodeKind int
@@ -213,7 +214,7 @@ func checkTopic(t string) error {
 // errors.Join. The Topology does not change if the builder is used again.
 func (b *Builder) Build() (*Topology, error) {
 	g := &graph{appID: b.appID, byName: map[string]*node{}, repart: maps.Clone(b.repart), errs: slices.Clone(b.errs),
-		extractors: maps.Clone(b.extractors)}
+		extractors: maps.Clone(b.extractors), globals: slices.Clone(b.globals)}
 	for _, n := range b.nodes {
 		c := *n
 		c.topics, c.parents, c.stores = slices.Clone(n.topics), slices.Clone(n.parents), slices.Clone(n.stores)
@@ -237,6 +238,7 @@ func (b *Builder) Build() (*Topology, error) {
 	}
 	g.sortNodes()
 	g.checkTopics()
+	g.checkGlobals()
 	if len(g.errs) > 0 {
 		return nil, errors.Join(g.errs...)
 	}
@@ -262,6 +264,7 @@ type graph struct {
 	extractors map[string]TimestampExtractor
 	topo       []*node // nodes, parents before children
 	subs       []*sub
+	globals    []GlobalStoreSpec
 }
 
 type sub struct {
@@ -517,7 +520,7 @@ func (g *graph) split() {
 }
 
 func (g *graph) topology() *Topology {
-	t := &Topology{appID: g.appID}
+	t := &Topology{appID: g.appID, globals: g.globals}
 	for _, s := range g.subs {
 		st := Subtopology{ID: s.id, Sources: s.sources, Sinks: s.sinks}
 		for _, topic := range slices.Concat(s.sources, s.sinks) {
@@ -532,7 +535,7 @@ func (g *graph) topology() *Topology {
 		st.NewProcessor = newProcessorFunc(s, g.children, g.extractors)
 		t.subs = append(t.subs, st)
 	}
-	t.desc = g.describe(t)
+	t.desc = g.describe(t) + describeGlobals(g.globals)
 	return t
 }
 
