@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/internal/counts"
@@ -103,6 +105,28 @@ func (s *globalSetup) writeRef(p int32, key, value string) {
 		s.t.Fatal(err)
 	}
 	s.refWritten++
+}
+
+// writeRefTxn writes key=value to partition p of the global topic in a
+// transaction, committed or aborted.
+func (s *globalSetup) writeRefTxn(p int32, key, value string, commit bool) {
+	s.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.tg.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.TransactionalID(s.tg.Name("ref-writer")))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	if err := cl.BeginTransaction(); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: s.ref, Partition: p, Key: []byte(key), Value: []byte(value)}).FirstErr(); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 // order writes an order looking key up to partition p of the input and
@@ -261,12 +285,21 @@ func TestGlobalStoreRestart(t *testing.T) {
 	for i := range 40 {
 		s.writeRef(int32(i%3), fmt.Sprintf("k%02d", i), fmt.Sprintf("v%d", i))
 	}
+	// A committed transaction and an aborted one: the store reads the
+	// topic read_committed, and the markers ending the partitions do not
+	// hold up its start.
+	s.writeRefTxn(0, "t1", "committed", true)
+	s.writeRefTxn(1, "t2", "aborted", false)
 	dir := t.TempDir()
+	reg := prometheus.NewRegistry()
 	eos := []Option{WithGuarantee(ExactlyOnce), WithTransactionTimeout(3 * time.Second)}
-	a := s.start("a", dir, eos...)
+	a := s.start("a", dir, append(eos, WithMetrics(reg))...)
 	eventually(t, 60*time.Second, "a to run both tasks", func() bool { return len(activeTasks(a)) == 2 })
-	if g := globalStatus(a); g.Read != 40 {
-		t.Fatalf("first start: global store %+v, want 40 records read", g)
+	if g := globalStatus(a); g.Read != 41 || g.Lag != 0 {
+		t.Fatalf("first start: global store %+v, want 41 records read (not the aborted one), lag 0", g)
+	}
+	if v := testutil.ToFloat64(a.app.globals.lag.WithLabelValues("ref")); v != 0 {
+		t.Errorf("baton_global_store_lag_records = %v, want 0", v)
 	}
 	a.stop(t)
 	for i := range 5 { // while a is down: 2 new keys, 2 updates, 1 delete
@@ -290,7 +323,9 @@ func TestGlobalStoreRestart(t *testing.T) {
 		want[s.order(p, "n1")] = "n1=new"
 		want[s.order(p, "k02")] = "k02=updated"
 		want[s.order(p, "k39")] = "k39=v39"
+		want[s.order(p, "t1")] = "t1=committed"
 		s.order(p, "k04")
+		s.order(p, "t2")
 	}
 	eventually(t, 60*time.Second, "the join's output", func() bool { return len(s.output()) >= len(want) })
 	got := s.output()
