@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/internal/counts"
@@ -379,5 +380,57 @@ func TestGlobalStoreErrors(t *testing.T) {
 	}
 	if !slices.Equal(seen, []string{"a=1", "b=2"}) {
 		t.Errorf("Iterate saw %q, want the records only, without the offsets", seen)
+	}
+}
+
+// TestGlobalStoreBehindTopicStart: a restarted instance whose global
+// store lacks records that are gone from the topic (deleted while it was
+// down) wipes the store and reads the topic again from its start: the
+// entries of the deleted records are gone from its table, the others are
+// read again.
+func TestGlobalStoreBehindTopicStart(t *testing.T) {
+	s := newGlobalSetup(t)
+	for i := range 30 {
+		s.writeRef(int32(i%3), fmt.Sprintf("k%02d", i), fmt.Sprintf("v%d", i))
+	}
+	dir := t.TempDir()
+	a := s.start("a", dir)
+	eventually(t, 60*time.Second, "a to run both tasks", func() bool { return len(activeTasks(a)) == 2 })
+	a.stop(t)
+	for p := range int32(3) {
+		s.writeRef(p, fmt.Sprintf("n%d", p), "new")
+	}
+	adm := kadm.NewClient(s.prod)
+	ends, err := adm.ListEndOffsets(context.Background(), s.ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	del := kadm.Offsets{}
+	o, _ := ends.Lookup(s.ref, 0)
+	del.AddOffset(s.ref, 0, o.Offset, -1)
+	if err := deleteRecords(context.Background(), adm, s.ref, del); err != nil {
+		t.Fatal(err)
+	}
+	a = s.start("a", dir)
+	eventually(t, 60*time.Second, "a to run both tasks again", func() bool { return len(activeTasks(a)) == 2 })
+	// Partitions 1 and 2 read again whole (10 records and a new one each),
+	// partition 0 from its new start: nothing.
+	if g := globalStatus(a); !g.Ready || g.Read != 22 || g.Lag != 0 {
+		t.Fatalf("after the restart: global store %+v, want ready, 22 records read, lag 0", g)
+	}
+	want := map[string]string{}
+	want[s.order(0, "k01")] = "k01=v1"
+	want[s.order(1, "n2")] = "n2=new"
+	s.order(0, "k00") // partition 0's records are gone
+	s.order(1, "n0")
+	eventually(t, 60*time.Second, "the join's output", func() bool { return len(s.output()) >= len(want) })
+	got := s.output()
+	if len(got) != len(want) {
+		t.Errorf("%d outputs, want %d: %v", len(got), len(want), got)
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("order %s: output %q, want %q", id, got[id], w)
+		}
 	}
 }
