@@ -62,9 +62,10 @@ type globals struct {
 	byName map[string]*globalStore
 	lag    *prometheus.GaugeVec
 
-	cl     *kgo.Client
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the reader ends
+	cl      *kgo.Client
+	lastErr map[topicPart]string // the last fetch error logged, per partition (reader only)
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the reader ends
 
 	// failed is closed once err is set: the reader stopped on an error
 	// the App must stop with.
@@ -96,7 +97,7 @@ type globalStore struct {
 // Run). A topology with global stores needs a state directory, as a
 // stateful one does.
 func newGlobals(a *App) (*globals, error) {
-	g := &globals{a: a, byName: map[string]*globalStore{}, failed: make(chan struct{})}
+	g := &globals{a: a, byName: map[string]*globalStore{}, lastErr: map[topicPart]string{}, failed: make(chan struct{})}
 	for _, spec := range a.top.GlobalStores() {
 		if _, dup := g.byName[spec.Name]; dup {
 			return nil, fmt.Errorf("%w: global store %q: made twice", ErrConfig, spec.Name)
@@ -419,7 +420,10 @@ func (g *globals) poll(ctx context.Context, b *state.Batch) error {
 			if errors.Is(p.Err, kerr.OffsetOutOfRange) && ferr == nil {
 				ferr = fmt.Errorf("baton: global store topic %s[%d]: %w: records the store lacks are gone (deleted, or the topic was created again); restart the instance to read the topic again from scratch", p.Topic, p.Partition, p.Err)
 			}
-			g.a.log.Warn("fetching a global store topic", "topic", p.Topic, "partition", p.Partition, "err", p.Err)
+			if tp := (topicPart{p.Topic, p.Partition}); g.lastErr[tp] != p.Err.Error() {
+				g.lastErr[tp] = p.Err.Error() // the client retries: log each error once
+				g.a.log.Warn("fetching a global store topic", "topic", p.Topic, "partition", p.Partition, "err", p.Err)
+			}
 		}
 		byTopic[p.Topic] = append(byTopic[p.Topic], p)
 	})

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,9 +37,16 @@ type globalSetup struct {
 
 func newGlobalSetup(t *testing.T) *globalSetup {
 	t.Helper()
+	return newGlobalSetupOf(t, true)
+}
+
+// newGlobalSetupOf is newGlobalSetup with a global topic compacted or
+// not.
+func newGlobalSetupOf(t *testing.T, compact bool) *globalSetup {
+	t.Helper()
 	tg := kafkatest.ForTest(t)
 	s := &globalSetup{t: t, tg: tg, appID: tg.Name("enrich"), ref: tg.Name("ref"), orders: tg.Name("orders"), out: tg.Name("enriched")}
-	tg.CreateTopic(t, s.ref, 3, true)
+	tg.CreateTopic(t, s.ref, 3, compact)
 	tg.CreateTopic(t, s.orders, 2, false)
 	tg.CreateTopic(t, s.out, 2, false)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -432,5 +440,44 @@ func TestGlobalStoreBehindTopicStart(t *testing.T) {
 		if got[id] != w {
 			t.Errorf("order %s: output %q, want %q", id, got[id], w)
 		}
+	}
+}
+
+// lockedBuffer is a log destination safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestGlobalTopicNotCompacted: a global topic that is not compacted is
+// read all the same, with a warning naming it; a compacted one gets none.
+func TestGlobalTopicNotCompacted(t *testing.T) {
+	for _, compact := range []bool{false, true} {
+		t.Run(fmt.Sprintf("compact=%t", compact), func(t *testing.T) {
+			s := newGlobalSetupOf(t, compact)
+			s.writeRef(0, "k", "v")
+			var logs lockedBuffer
+			a := s.start("a", t.TempDir(), WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+			eventually(t, 60*time.Second, "a to run both tasks", func() bool { return len(activeTasks(a)) == 2 })
+			if g := globalStatus(a); g.Read != 1 {
+				t.Errorf("global store %+v, want 1 record read", g)
+			}
+			warned := strings.Contains(logs.String(), "global store topic is not compacted") && strings.Contains(logs.String(), "topic="+s.ref)
+			if warned == compact {
+				t.Errorf("warned about compaction: %t, want %t; log:\n%s", warned, !compact, logs.String())
+			}
+		})
 	}
 }
