@@ -527,7 +527,7 @@ type globalView struct{ gs *globalStore }
 
 // errReadOnly is what a write to a global store returns.
 func (v globalView) errReadOnly(op string) error {
-	return fmt.Errorf("baton: global store %s is read-only (%s): it holds topic %s, which baton never writes; produce to the topic instead", v.gs.spec.Name, op, v.gs.spec.Topic)
+	return fmt.Errorf("baton: global store %s is read-only (%s): it is filled from topic %s only; produce to the topic to change it", v.gs.spec.Name, op, v.gs.spec.Topic)
 }
 
 func (v globalView) Get(key []byte) ([]byte, bool, error) {

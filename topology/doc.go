@@ -67,7 +67,7 @@
 // instance, for small reference data: every partition of it, in a local
 // global store keyed by each record's key bytes, holding its value bytes;
 // a record with a nil value deletes its key. The topic is the store's
-// changelog (baton never writes it), so it should be compacted. A stream
+// changelog (baton writes none of its own), so it should be compacted. A stream
 // joins it with JoinGlobal (a pair whose looked-up key is absent is
 // dropped) or LeftJoinGlobal (every pair is kept), looking an entry up by
 // a key computed from each pair: nothing is repartitioned, and any stream

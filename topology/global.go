@@ -38,9 +38,10 @@ func (g GlobalTable[K, V]) Topic() string { return g.topic }
 // FromGlobalTopic returns the global table of topic, in a global store
 // named storeName, decoded with keys and values when a join looks a key
 // up. The store holds the record bytes as they are in the topic, so the
-// topic is the store's changelog: the runtime restores the store from it,
-// baton never writes to it, and it should be compacted (cleanup.policy=
-// compact), or a new instance misses the records retention deleted. The
+// topic is the store's changelog: the runtime restores the store from it
+// and writes no changelog of its own, and the topic should be compacted
+// (cleanup.policy=compact), or a new instance misses the records
+// retention deleted. The
 // topic must not be read by a source of the same topology, nor by another
 // global table; storeName must be unique among the topology's stores and
 // usable as a directory name (1 to 200 of [A-Za-z0-9._-], not starting
