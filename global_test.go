@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -479,5 +480,25 @@ func TestGlobalTopicNotCompacted(t *testing.T) {
 				t.Errorf("warned about compaction: %t, want %t; log:\n%s", warned, !compact, logs.String())
 			}
 		})
+	}
+}
+
+// TestGlobalStoreInMemory: with WithMemoryState the global store is held
+// in memory, read whole at each start.
+func TestGlobalStoreInMemory(t *testing.T) {
+	s := newGlobalSetup(t)
+	for i := range 6 {
+		s.writeRef(int32(i%3), fmt.Sprintf("k%d", i), fmt.Sprintf("v%d", i))
+	}
+	a := s.start("a", "", WithMemoryState())
+	eventually(t, 60*time.Second, "a to run both tasks", func() bool { return len(activeTasks(a)) == 2 })
+	if g := globalStatus(a); !g.Ready || g.Read != 6 {
+		t.Fatalf("global store %+v, want ready, 6 records read", g)
+	}
+	want := map[string]string{s.order(0, "k2"): "k2=v2", s.order(1, "k4"): "k4=v4"}
+	s.order(1, "k9")
+	eventually(t, 60*time.Second, "the join's output", func() bool { return len(s.output()) >= len(want) })
+	if got := s.output(); !maps.Equal(got, want) {
+		t.Errorf("output %v, want %v", got, want)
 	}
 }

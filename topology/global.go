@@ -41,7 +41,8 @@ func (g GlobalTable[K, V]) Topic() string { return g.topic }
 // topic is the store's changelog: the runtime restores the store from it
 // and writes no changelog of its own, and the topic should be compacted
 // (cleanup.policy=compact), or a new instance misses the records
-// retention deleted. The
+// retention deleted; the runtime logs a warning naming a topic that is
+// not, and reads it all the same (a topic that keeps every record works). The
 // topic must not be read by a source of the same topology, nor by another
 // global table; storeName must be unique among the topology's stores and
 // usable as a directory name (1 to 200 of [A-Za-z0-9._-], not starting
