@@ -417,8 +417,11 @@ func (g *globals) poll(ctx context.Context, b *state.Batch) error {
 			if errors.Is(p.Err, context.Canceled) || errors.Is(p.Err, context.DeadlineExceeded) {
 				return
 			}
-			if errors.Is(p.Err, kerr.OffsetOutOfRange) && ferr == nil {
-				ferr = fmt.Errorf("baton: global store topic %s[%d]: %w: records the store lacks are gone (deleted, or the topic was created again); restart the instance to read the topic again from scratch", p.Topic, p.Partition, p.Err)
+			if errors.Is(p.Err, kerr.OffsetOutOfRange) {
+				if ferr == nil {
+					ferr = fmt.Errorf("baton: global store topic %s[%d]: %w: records the store lacks are gone (deleted, or the topic was created again); restart the instance to read the topic again from scratch", p.Topic, p.Partition, p.Err)
+				}
+				return
 			}
 			if tp := (topicPart{p.Topic, p.Partition}); g.lastErr[tp] != p.Err.Error() {
 				g.lastErr[tp] = p.Err.Error() // the client retries: log each error once

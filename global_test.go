@@ -103,6 +103,23 @@ func (s *globalSetup) start(id, dir string, opts ...Option) *running {
 	return r
 }
 
+// leave stops r at once, without draining (its tasks have nowhere to
+// move), and waits for Run to return.
+func leave(t *testing.T, r *running) {
+	t.Helper()
+	r.cancel()
+	r.app.Leave()
+	select {
+	case err := <-r.done:
+		r.done <- err
+		if err != nil {
+			t.Fatalf("instance %s: %v", r.app.InstanceID(), err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("instance %s did not stop", r.app.InstanceID())
+	}
+}
+
 // writeRef writes key=value (a tombstone if value is "") to partition p
 // of the global topic.
 func (s *globalSetup) writeRef(p int32, key, value string) {
@@ -311,7 +328,7 @@ func TestGlobalStoreRestart(t *testing.T) {
 	if v := testutil.ToFloat64(a.app.globals.lag.WithLabelValues("ref")); v != 0 {
 		t.Errorf("baton_global_store_lag_records = %v, want 0", v)
 	}
-	a.stop(t)
+	leave(t, a)
 	for i := range 5 { // while a is down: 2 new keys, 2 updates, 1 delete
 		switch i {
 		case 0, 1:
@@ -405,7 +422,7 @@ func TestGlobalStoreBehindTopicStart(t *testing.T) {
 	dir := t.TempDir()
 	a := s.start("a", dir)
 	eventually(t, 60*time.Second, "a to run both tasks", func() bool { return len(activeTasks(a)) == 2 })
-	a.stop(t)
+	leave(t, a)
 	for p := range int32(3) {
 		s.writeRef(p, fmt.Sprintf("n%d", p), "new")
 	}
@@ -500,5 +517,41 @@ func TestGlobalStoreInMemory(t *testing.T) {
 	eventually(t, 60*time.Second, "the join's output", func() bool { return len(s.output()) >= len(want) })
 	if got := s.output(); !maps.Equal(got, want) {
 		t.Errorf("output %v, want %v", got, want)
+	}
+}
+
+// TestGlobalReaderLosesRecords: records the running reader has not read
+// yet are deleted from the topic; the instance stops with an error naming
+// the partition, instead of holding a table with a hole.
+func TestGlobalReaderLosesRecords(t *testing.T) {
+	s := newGlobalSetup(t)
+	s.writeRef(0, "k0", "v0")
+	gate := newFetchGate(s.ref)
+	a := s.start("a", t.TempDir(), WithKafkaOptions(kgo.WithHooks(gate)))
+	eventually(t, 60*time.Second, "a to run both tasks", func() bool { return len(activeTasks(a)) == 2 })
+	gate.shutNow()
+	s.writeRef(0, "k1", "v1") // fetched, held by the gate
+	select {
+	case <-gate.held:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the reader did not fetch the record")
+	}
+	s.writeRef(0, "k2", "v2") // deleted before the reader fetches them
+	s.writeRef(0, "k3", "v3")
+	adm := kadm.NewClient(s.prod)
+	del := kadm.Offsets{}
+	del.AddOffset(s.ref, 0, 4, -1)
+	if err := deleteRecords(context.Background(), adm, s.ref, del); err != nil {
+		t.Fatal(err)
+	}
+	gate.open()
+	select {
+	case err := <-a.done:
+		a.done <- err
+		if err == nil || !strings.Contains(err.Error(), "global store topic "+s.ref+"[0]") || !strings.Contains(err.Error(), "gone") {
+			t.Errorf("Run returned %v, want an error naming %s[0] and saying records are gone", err, s.ref)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the instance went on after records its global store lacked were deleted")
 	}
 }
