@@ -51,6 +51,7 @@ type node struct {
 	topics  []string // source: topics read; sink: the topic written
 	parents []string
 	stores  []string // connected stores, by AddStore
+	globals []string // global stores a processor may read (all of them)
 	// in and out are the port types: what the node takes from its parents
 	// and gives its children. Processor-API nodes pass Records (bytesPort);
 	// DSL nodes pass typed pairs (kvPort[K, V]). Build checks every edge.

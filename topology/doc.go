@@ -79,7 +79,8 @@
 // instance, each at its own pace, and a join is not ordered with the
 // table's updates as a join of co-partitioned topics would be. Nodes
 // read the store through Context.Store under its name; it is read-only
-// (Put and Delete fail).
+// (Put and Delete fail). With the Processor API, Builder.AddGlobalStore
+// adds one, and every processor node may read it.
 //
 // # Lifecycle and threading
 //

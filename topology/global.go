@@ -70,6 +70,15 @@ func FromGlobalTopic[K, V any](b *Builder, topic string, keys Codec[K], values C
 	return g
 }
 
+// AddGlobalStore adds a global store named name holding every partition
+// of topic, for the Processor API: every processor node reads it through
+// NodeContext.Store(name), keyed by the records' key bytes, their value
+// bytes as values; Put and Delete fail. It is FromGlobalTopic without
+// codecs, with the same rules.
+func (b *Builder) AddGlobalStore(name, topic string) {
+	FromGlobalTopic(b, topic, Bytes, Bytes, name)
+}
+
 // checkStoreName accepts the names the runtime can use as a directory: 1
 // to 200 of [A-Za-z0-9._-], not starting with '.'.
 func checkStoreName(name string) error {
@@ -108,7 +117,14 @@ func (g *graph) checkGlobals() {
 			g.errorf("store name %q is used by a global store and by a store of processors %s", s.name, strings.Join(quoteAll(s.processors), ", "))
 		}
 	}
+	names := make([]string, 0, len(g.globals))
+	for _, gs := range g.globals {
+		names = append(names, gs.Name)
+	}
 	for _, n := range g.nodes {
+		if n.kind == processorKind {
+			n.globals = names
+		}
 		if n.kind != sourceKind {
 			continue
 		}

@@ -239,3 +239,55 @@ func TestGlobalStoreJoinsNoSubtopologies(t *testing.T) {
 		t.Errorf("String does not list the global store:\n%s", top)
 	}
 }
+
+// Processor-API nodes read every global store through NodeContext.Store,
+// without connecting to it; other stores they are not connected to stay
+// hidden.
+func TestAddGlobalStore(t *testing.T) {
+	b := NewBuilder("app")
+	b.AddGlobalStore("rates", "rates")
+	b.AddSource("in", "in")
+	b.AddProcessor("price", ProcessorFunc(func(ctx NodeContext, rec Record) error {
+		if ctx.Store("other") != nil {
+			return errors.New("a store the node is not connected to is visible")
+		}
+		st := ctx.Store("rates")
+		if st == nil {
+			return errors.New("no global store rates")
+		}
+		v, ok, err := st.Get(rec.Key)
+		if err != nil || !ok {
+			return err
+		}
+		return ctx.Forward(Record{Key: rec.Key, Value: append(append([]byte{}, rec.Value...), v...)})
+	}), "in")
+	b.AddSink("out", "out", "price")
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := top.GlobalStores(); !slices.Equal(got, []GlobalStoreSpec{{Name: "rates", Topic: "rates"}}) {
+		t.Errorf("GlobalStores = %v", got)
+	}
+	rates := &MemStore{}
+	if err := rates.Put([]byte("eur"), []byte("@1.1")); err != nil {
+		t.Fatal(err)
+	}
+	ctx := &globalCtx{globals: map[string]*MemStore{"rates": rates, "other": {}}}
+	proc := top.Subtopologies()[0].NewProcessor("0_0", 0)
+	for _, k := range []string{"eur", "usd"} {
+		if err := proc.Process(ctx, Record{Topic: "in", Key: []byte(k), Value: []byte("10")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"out eur=10@1.1"}; !slices.Equal(ctx.sent, want) {
+		t.Errorf("sent %q, want %q", ctx.sent, want)
+	}
+	b = NewBuilder("app")
+	b.AddGlobalStore(".bad", "ref")
+	b.AddSource("in", "in")
+	b.AddSink("out", "out", "in")
+	if _, err := b.Build(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `store name ".bad"`) {
+		t.Errorf("Build: %v, want an error naming the store", err)
+	}
+}
