@@ -59,6 +59,7 @@ type App struct {
 	metrics *metrics
 	purger  *purger   // deletes committed records of repartition topics
 	commit  committer // at-least-once or transactional
+	globals *globals  // the global stores (global.go)
 	workers []*worker
 	// runCtx is cancelled, with the cause, when the instance must stop
 	// (fail); every I/O call of the runtime derives from it.
@@ -169,10 +170,14 @@ func New(top *topology.Topology, opts ...Option) (*App, error) {
 		}
 	}
 	a.purger = newPurger(repartition, cfg.purgeInterval, a.log)
+	a.metrics = newMetrics(cfg.registerer, cfg.appID, cfg.instanceID)
+	var err error
+	if a.globals, err = newGlobals(a); err != nil {
+		return nil, err
+	}
 	if stateful && cfg.stateDir == "" && !cfg.memoryState {
 		return nil, fmt.Errorf("%w: state dir: required for a stateful topology", ErrConfig)
 	}
-	a.metrics = newMetrics(cfg.registerer, cfg.appID, cfg.instanceID)
 	a.snapshot.Store(&instance.Snapshot{Lags: map[string]int64{}})
 	a.commit = a.newCommitter()
 	return a, nil
@@ -233,6 +238,13 @@ func (a *App) Run(ctx context.Context) (err error) {
 		}
 		return err
 	}
+	if err := a.globals.start(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while reading the global stores
+		}
+		return err
+	}
+	defer a.globals.stop()
 	a.purger.start(func() *kadm.Client { return a.adminClient.Load() })
 	defer a.purger.close()
 	for {
@@ -322,6 +334,7 @@ func (a *App) member(ctx context.Context) error {
 		go c.run(a.runCtx)
 	}
 	defer a.cancel(errStopped)
+	go a.globals.watch(a.runCtx, a.cancel)
 	a.startWorkers()
 	defer a.stopWorkers()
 	a.group.AddConsumeTopics(a.sourceTopics()...)

@@ -93,6 +93,9 @@ type Status struct {
 	// knows the members); nil on the other instances and until the
 	// leader has read the input twice (a rate takes two reads).
 	Autoscale *AutoscaleStatus `json:"autoscale,omitempty"`
+	// GlobalStores are the instance's global stores
+	// (topology.FromGlobalTopic), in the order the topology made them.
+	GlobalStores []GlobalStoreStatus `json:"global_stores,omitempty"`
 }
 
 // InputLag is how far an active task is behind its input, and how fast

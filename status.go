@@ -49,6 +49,7 @@ func (a *App) Status() Status {
 		st.Autoscale = a.desired.Load()
 	}
 	st.Plan = a.lastPlan.Load()
+	st.GlobalStores = a.globals.status()
 	a.plansMu.Lock()
 	st.Plans = append([]PlanStatus(nil), a.plans...)
 	a.plansMu.Unlock()

@@ -154,7 +154,7 @@ func (c *taskContext) Partition() int32          { return c.t.part }
 func (c *taskContext) Store(name string) topology.Store {
 	s, ok := c.t.stores[name]
 	if !ok {
-		return nil
+		return c.a.globals.store(name) // nil if there is none
 	}
 	return &storeView{c: c, s: s}
 }

@@ -9,6 +9,7 @@
 //
 //	<state-dir>/.lock                  LockDir's lock file (holder's pid inside)
 //	<state-dir>/<task-id>/<store>/     one PebbleStore
+//	<state-dir>/.global/<store>/       one global store (OpenGlobal)
 //
 // A database per store keeps each store's checkpoint next to its own
 // changelog's data, and makes wiping a store, or dropping a task that moved

@@ -29,6 +29,7 @@ type Builder struct {
 	seq         int                           // DSL node numbering
 	extractors  map[string]TimestampExtractor // by topic
 	timers      []timerDef                    // by AddTimers, in order
+	globals     []GlobalStoreSpec             // FromGlobalTopic, in order
 }
 
 type nodeKind int
@@ -51,6 +52,7 @@ type node struct {
 	topics  []string // source: topics read; sink: the topic written
 	parents []string
 	stores  []string // connected stores, by AddStore
+	globals []string // global stores a processor may read (all of them)
 	// in and out are the port types: what the node takes from its parents
 	// and gives its children. Processor-API nodes pass Records (bytesPort);
 	// DSL nodes pass typed pairs (kvPort[K, V]). Build checks every edge.
@@ -220,7 +222,7 @@ func checkTopic(t string) error {
 // errors.Join. The Topology does not change if the builder is used again.
 func (b *Builder) Build() (*Topology, error) {
 	g := &graph{appID: b.appID, byName: map[string]*node{}, repart: maps.Clone(b.repart), errs: slices.Clone(b.errs),
-		extractors: maps.Clone(b.extractors), timers: slices.Clone(b.timers)}
+		extractors: maps.Clone(b.extractors), timers: slices.Clone(b.timers), globals: slices.Clone(b.globals)}
 	for _, n := range b.nodes {
 		c := *n
 		c.topics, c.parents, c.stores = slices.Clone(n.topics), slices.Clone(n.parents), slices.Clone(n.stores)
@@ -244,6 +246,7 @@ func (b *Builder) Build() (*Topology, error) {
 	}
 	g.sortNodes()
 	g.checkTopics()
+	g.checkGlobals()
 	if len(g.errs) > 0 {
 		return nil, errors.Join(g.errs...)
 	}
@@ -270,6 +273,7 @@ type graph struct {
 	timers     []timerDef
 	topo       []*node // nodes, parents before children
 	subs       []*sub
+	globals    []GlobalStoreSpec
 }
 
 type sub struct {
@@ -526,7 +530,7 @@ func (g *graph) split() {
 }
 
 func (g *graph) topology() *Topology {
-	t := &Topology{appID: g.appID}
+	t := &Topology{appID: g.appID, globals: g.globals}
 	for _, s := range g.subs {
 		st := Subtopology{ID: s.id, Sources: s.sources, Sinks: s.sinks}
 		for _, topic := range slices.Concat(s.sources, s.sinks) {
@@ -548,7 +552,7 @@ func (g *graph) topology() *Topology {
 		st.NewProcessor = newProcessorFunc(s, g.children, g.extractors)
 		t.subs = append(t.subs, st)
 	}
-	t.desc = g.describe(t)
+	t.desc = g.describe(t) + describeGlobals(g.globals)
 	return t
 }
 

@@ -96,6 +96,27 @@
 // and a join of tables has no store, so neither can be the table side of
 // a join.
 //
+// # Global tables
+//
+// A global table (FromGlobalTopic) is a topic held whole by every
+// instance, for small reference data: every partition of it, in a local
+// global store keyed by each record's key bytes, holding its value bytes;
+// a record with a nil value deletes its key. The topic is the store's
+// changelog (baton writes none of its own), so it should be compacted. A stream
+// joins it with JoinGlobal (a pair whose looked-up key is absent is
+// dropped) or LeftJoinGlobal (every pair is kept), looking an entry up by
+// a key computed from each pair: nothing is repartitioned, and any stream
+// can join any global table. Global stores belong to no subtopology and
+// connect none (Topology.GlobalStores lists them). The runtime fills
+// each one from its topic before processing anything, then keeps reading
+// the topic and applying its records while it runs, so a lookup sees the
+// table as this instance has read it so far: an update reaches every
+// instance, each at its own pace, and a join is not ordered with the
+// table's updates as a join of co-partitioned topics would be. Nodes
+// read the store through Context.Store under its name; it is read-only
+// (Put and Delete fail). With the Processor API, Builder.AddGlobalStore
+// adds one, and every processor node may read it.
+//
 // # Lifecycle and threading
 //
 // For each task "<subtopology>_<partition>" it runs, the runtime calls

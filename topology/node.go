@@ -4,7 +4,9 @@ import "time"
 
 // NodeContext is the Context a node of a Processor-API graph sees while it
 // processes one record: the task's Context plus Forward. Store returns only
-// the stores connected to the node (AddStore); others are nil.
+// the stores connected to the node (AddStore) and the topology's global
+// stores (AddGlobalStore, FromGlobalTopic), which every processor may
+// read; others are nil.
 type NodeContext interface {
 	Context
 	// Forward passes rec to each of the node's children, in the order they

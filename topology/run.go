@@ -192,7 +192,7 @@ func (p *processorRun) StreamTime() time.Time { return p.t.clock.t }
 func (p *processorRun) Partition() int32      { return p.t.partition }
 
 func (p *processorRun) Store(name string) Store {
-	if !slices.Contains(p.n.stores, name) || name == p.n.timers {
+	if name == p.n.timers || !slices.Contains(p.n.stores, name) && !slices.Contains(p.n.globals, name) {
 		return nil
 	}
 	return p.t.ctx.Store(name)

@@ -74,6 +74,9 @@ type Topology struct {
 	appID string
 	subs  []Subtopology
 	desc  string
+	// globals are the global stores (FromGlobalTopic), apart from every
+	// subtopology.
+	globals []GlobalStoreSpec
 }
 
 // AppID returns the application id the topology was built for; internal
