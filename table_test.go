@@ -357,3 +357,30 @@ func TestStreamJoinMoves(t *testing.T) {
 	t.Logf("%d orders joined exactly once", orders)
 	c.app.Leave()
 }
+
+// TestJoinNeedsCoPartitionedTopics: a stream joined with a table of
+// another partition count cannot run; Run says which topics differ.
+func TestJoinNeedsCoPartitionedTopics(t *testing.T) {
+	h := newHarness(t, 4)
+	users := h.tg.Name("users")
+	h.tg.CreateTopic(t, users, 2, true)
+	b := topology.NewBuilder(h.appID)
+	table := topology.TableFromTopic(b, users, "users", topology.String, topology.String)
+	views := topology.FromTopic(b, h.input, topology.String, topology.String)
+	topology.JoinTable(views, table, func(_, v, r string) string { return v + "@" + r }).To(h.output)
+	top, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	app, err := New(top, WithBrokers(h.brokers...), WithAppID(h.appID), WithStateDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = app.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "not co-partitioned") ||
+		!strings.Contains(err.Error(), fmt.Sprintf("%q has 4 partitions", h.input)) || !strings.Contains(err.Error(), fmt.Sprintf("%q has 2", users)) {
+		t.Fatalf("Run: %v; want an error naming %s (4 partitions) and %s (2)", err, h.input, users)
+	}
+}

@@ -216,9 +216,18 @@ func (a *App) prepareTopics(ctx context.Context) error {
 	// earlier subtopology than the one reading it.
 	for _, s := range a.top.Subtopologies() {
 		n := int32(0)
+		counts := map[string]int32{}
 		for _, src := range s.Sources {
-			if p := parts(src); p > 0 && (n == 0 || p < n) {
-				n = p
+			if p := parts(src); p > 0 {
+				counts[src] = p
+				if n == 0 || p < n {
+					n = p
+				}
+			}
+		}
+		if len(counts) == len(s.Sources) {
+			if _, err := s.CheckPartitions(counts); err != nil {
+				return fmt.Errorf("baton: %w: a subtopology's topics are joined or share its stores, so each needs the same number of partitions", err)
 			}
 		}
 		if n == 0 {
