@@ -118,8 +118,8 @@ func runWordcount(cmd *cobra.Command, _ []string) error {
 }
 
 // runApp runs one instance of the application build returns, with the
-// flags of addAppFlags; build reads string flags with str and returns a
-// usage error for a bad flag of its own.
+// flags of addAppFlags. build reads string flags with str; an error from
+// it, naming the flag at fault, is reported as bad input (exit 2).
 func runApp(cmd *cobra.Command, build func(str func(string) string) (*topology.Topology, error)) error {
 	f := cmd.Flags()
 	str := func(n string) string {
