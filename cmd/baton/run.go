@@ -61,11 +61,19 @@ started; state is STARTING, RUNNING (in a group generation) or LEAVING.`,
 }
 
 func init() {
-	f := wordcountCmd.Flags()
+	addAppFlags(wordcountCmd, "input topic of text lines (required)", "output topic of word counts; created when missing (required)")
+	runCmd.AddCommand(wordcountCmd)
+	rootCmd.AddCommand(runCmd)
+}
+
+// addAppFlags gives cmd, a `baton run` application, the flags every
+// application has; input and output describe its --input and --output.
+func addAppFlags(cmd *cobra.Command, input, output string) {
+	f := cmd.Flags()
 	f.String("brokers", "", "Kafka brokers, HOST:PORT[,HOST:PORT] (required)")
 	f.String("app-id", "", "application id: the consumer group and internal topic prefix (required)")
-	f.String("input", "", "input topic of text lines (required)")
-	f.String("output", "", "output topic of word counts; created when missing (required)")
+	f.String("input", "", input)
+	f.String("output", "", output)
 	f.String("state-dir", "", "directory for local state; created when missing, locked while running (required)")
 	f.Int("workers", 1, "worker goroutines: the instance's capacity")
 	f.Int("standbys", 0, "standby replicas per stateful task")
@@ -99,13 +107,20 @@ func init() {
 	f.String("tls-key", "", "PEM key of the client certificate")
 	f.String("tls-server-name", "", "server name to verify in the brokers' certificates")
 	for _, name := range []string{"brokers", "app-id", "input", "output", "state-dir"} {
-		_ = wordcountCmd.MarkFlagRequired(name)
+		_ = cmd.MarkFlagRequired(name)
 	}
-	runCmd.AddCommand(wordcountCmd)
-	rootCmd.AddCommand(runCmd)
 }
 
 func runWordcount(cmd *cobra.Command, _ []string) error {
+	return runApp(cmd, func(str func(string) string) (*topology.Topology, error) {
+		return topology.WordCount(str("app-id"), str("input"), str("output"))
+	})
+}
+
+// runApp runs one instance of the application build returns, with the
+// flags of addAppFlags. build reads string flags with str; an error from
+// it, naming the flag at fault, is reported as bad input (exit 2).
+func runApp(cmd *cobra.Command, build func(str func(string) string) (*topology.Topology, error)) error {
 	f := cmd.Flags()
 	str := func(n string) string {
 		if n == "tls" {
@@ -163,7 +178,7 @@ func runWordcount(cmd *cobra.Command, _ []string) error {
 	if d := dur("repartition-purge-interval"); d < 0 {
 		return usageErr(fmt.Errorf("--repartition-purge-interval: must be >= 0, got %v", d))
 	}
-	top, err := topology.WordCount(str("app-id"), str("input"), str("output"))
+	top, err := build(str)
 	if err != nil {
 		return usageErr(err)
 	}
