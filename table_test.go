@@ -59,27 +59,7 @@ func TestTableJoinMoves(t *testing.T) {
 	write(recs...)
 
 	eos := []Option{WithGuarantee(ExactlyOnce), WithTransactionTimeout(3 * time.Second)}
-	all := func(apps ...*running) bool {
-		o, _ := owners(apps...)
-		if len(o) != 8 {
-			return false
-		}
-		for _, r := range apps {
-			n := 0
-			for _, ts := range r.app.Status().Tasks {
-				if ts.Role == "learner" {
-					return false
-				}
-				if ts.Role == "active" {
-					n++
-				}
-			}
-			if n == 0 {
-				return false
-			}
-		}
-		return true
-	}
+	all := allActive(8)
 	a := h.start("a", eos...)
 	h.eventually(60*time.Second, "a to run every task", func() bool { return all(a) })
 
@@ -109,26 +89,7 @@ func TestTableJoinMoves(t *testing.T) {
 			return nil
 		})
 	}()
-	m := h.mark(a)
-	b := h.start("b", eos...)
-	h.eventually(60*time.Second, "a and b", func() bool { return all(a, b) })
-	h.checkOnlyMovedStop(m)
-	cut := &faultnet.Cutter{}
-	m = h.mark(a, b)
-	c := h.start("c", append(eos, WithKafkaOptions(kgo.Dialer(cut.Dial)))...)
-	h.eventually(60*time.Second, "a, b and c", func() bool { return all(a, b, c) })
-	h.checkOnlyMovedStop(m)
-	learned := false
-	for _, e := range h.eventsOf(EventLearner) {
-		learned = learned || strings.HasPrefix(e.Task, "0_")
-	}
-	if !learned {
-		t.Error("no learner restored the table from its topic: the joins did not go through learners")
-	}
-	m = h.mark(a, b, c)
-	a.stop(t)
-	h.eventually(60*time.Second, "b and c", func() bool { return all(b, c) })
-	h.checkOnlyMovedStop(m)
+	b, c, cut := h.joinTwoDrainOne(a, all, "0_", eos...)
 	stop()
 	<-flowed
 	// Every view is joined before users move: a task processes its
@@ -248,27 +209,7 @@ func TestStreamJoinMoves(t *testing.T) {
 		return b.Build()
 	}
 	eos := []Option{WithGuarantee(ExactlyOnce), WithTransactionTimeout(3 * time.Second)}
-	all := func(apps ...*running) bool {
-		o, _ := owners(apps...)
-		if len(o) != 4 {
-			return false
-		}
-		for _, r := range apps {
-			n := 0
-			for _, ts := range r.app.Status().Tasks {
-				if ts.Role == "learner" {
-					return false
-				}
-				if ts.Role == "active" {
-					n++
-				}
-			}
-			if n == 0 {
-				return false
-			}
-		}
-		return true
-	}
+	all := allActive(4)
 	// Orders: a click, then its buy a few records later, a millisecond of
 	// event time apart per record.
 	orders := 0
@@ -307,22 +248,7 @@ func TestStreamJoinMoves(t *testing.T) {
 			return nil
 		})
 	}()
-	m := h.mark(a)
-	b := h.start("b", eos...)
-	h.eventually(60*time.Second, "a and b", func() bool { return all(a, b) })
-	h.checkOnlyMovedStop(m)
-	cut := &faultnet.Cutter{}
-	m = h.mark(a, b)
-	c := h.start("c", append(eos, WithKafkaOptions(kgo.Dialer(cut.Dial)))...)
-	h.eventually(60*time.Second, "a, b and c", func() bool { return all(a, b, c) })
-	h.checkOnlyMovedStop(m)
-	if len(h.eventsOf(EventLearner)) == 0 {
-		t.Error("no learner warmed the join's stores: the joins did not go through learners")
-	}
-	m = h.mark(a, b, c)
-	a.stop(t)
-	h.eventually(60*time.Second, "b and c", func() bool { return all(b, c) })
-	h.checkOnlyMovedStop(m)
+	b, c, cut := h.joinTwoDrainOne(a, all, "0_", eos...)
 	cut.Cut()
 	h.eventually(60*time.Second, "b to run every task after c crashed", func() bool { o, _ := owners(b); return len(o) == 4 })
 	stop()
@@ -383,4 +309,60 @@ func TestJoinNeedsCoPartitionedTopics(t *testing.T) {
 		!strings.Contains(err.Error(), fmt.Sprintf("%q has 4 partitions", h.input)) || !strings.Contains(err.Error(), fmt.Sprintf("%q has 2", users)) {
 		t.Fatalf("Run: %v; want an error naming %s (4 partitions) and %s (2)", err, h.input, users)
 	}
+}
+
+// allActive returns a check that apps run all of tasks tasks between them,
+// each at least one, with no learner left.
+func allActive(tasks int) func(apps ...*running) bool {
+	return func(apps ...*running) bool {
+		o, _ := owners(apps...)
+		if len(o) != tasks {
+			return false
+		}
+		for _, r := range apps {
+			n := 0
+			for _, ts := range r.app.Status().Tasks {
+				if ts.Role == "learner" {
+					return false
+				}
+				if ts.Role == "active" {
+					n++
+				}
+			}
+			if n == 0 {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// joinTwoDrainOne is the moves of the store tests, while their input
+// flows: b joins a, then c (whose connections cut can cut) joins them,
+// each waited for with settled; the tasks with the prefix stateful must
+// have gone through learners; then a drains. No task a plan did not move
+// may stop (checkOnlyMovedStop) at any step.
+func (h *harness) joinTwoDrainOne(a *running, settled func(...*running) bool, stateful string, opts ...Option) (b, c *running, cut *faultnet.Cutter) {
+	h.t.Helper()
+	m := h.mark(a)
+	b = h.start("b", opts...)
+	h.eventually(60*time.Second, "a and b", func() bool { return settled(a, b) })
+	h.checkOnlyMovedStop(m)
+	cut = &faultnet.Cutter{}
+	m = h.mark(a, b)
+	c = h.start("c", append(slices.Clone(opts), WithKafkaOptions(kgo.Dialer(cut.Dial)))...)
+	h.eventually(60*time.Second, "a, b and c", func() bool { return settled(a, b, c) })
+	h.checkOnlyMovedStop(m)
+	learned := false
+	for _, e := range h.eventsOf(EventLearner) {
+		learned = learned || strings.HasPrefix(e.Task, stateful)
+	}
+	if !learned {
+		h.t.Errorf("no learner warmed a task %s*: the joins did not go through learners", stateful)
+	}
+	m = h.mark(a, b, c)
+	a.stop(h.t)
+	h.eventually(60*time.Second, "b and c", func() bool { return settled(b, c) })
+	h.checkOnlyMovedStop(m)
+	return b, c, cut
 }

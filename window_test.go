@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/baton-streams/baton/internal/faultnet"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -28,28 +26,7 @@ func TestWindowedStoreMoves(t *testing.T) {
 	a := h.start("a", eos...)
 	h.eventually(60*time.Second, "a to run every task", func() bool { return balanced(a) })
 	f := h.startFlow(20 * time.Millisecond)
-	m := h.mark(a)
-	b := h.start("b", eos...)
-	h.eventually(60*time.Second, "a and b", func() bool { return balanced(a, b) })
-	h.checkOnlyMovedStop(m)
-	cut := &faultnet.Cutter{}
-	m = h.mark(a, b)
-	c := h.start("c", append(eos, WithKafkaOptions(kgo.Dialer(cut.Dial)))...)
-	h.eventually(60*time.Second, "a, b and c", func() bool { return balanced(a, b, c) })
-	h.checkOnlyMovedStop(m)
-	learned := 0
-	for _, e := range h.eventsOf(EventLearner) {
-		if strings.HasPrefix(e.Task, "1_") {
-			learned++
-		}
-	}
-	if learned == 0 {
-		t.Error("no learner warmed a windowed store: the joins did not go through learners")
-	}
-	m = h.mark(a, b, c)
-	a.stop(t)
-	h.eventually(60*time.Second, "b and c", func() bool { return balanced(b, c) })
-	h.checkOnlyMovedStop(m)
+	b, c, cut := h.joinTwoDrainOne(a, balanced, "1_", eos...)
 	cut.Cut()
 	h.eventually(60*time.Second, "b to own every task after c crashed", func() bool { _, all := owners(b); return all })
 	f.stop()
