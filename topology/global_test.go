@@ -2,6 +2,8 @@ package topology
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -289,5 +291,45 @@ func TestAddGlobalStore(t *testing.T) {
 	b.AddSink("out", "out", "in")
 	if _, err := b.Build(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `store name ".bad"`) {
 		t.Errorf("Build: %v, want an error naming the store", err)
+	}
+}
+
+// TestJoinGlobalMatchesModel interleaves random changes of the global
+// table (puts and deletes, applied to its store as the runtime's reader
+// does) with orders, and compares both joins' output with a map.
+func TestJoinGlobalMatchesModel(t *testing.T) {
+	top := ordersTopology(t)
+	for seed := range uint64(100) {
+		rng := rand.New(rand.NewPCG(seed, 9))
+		ctx := &globalCtx{stores: map[string]*MemStore{}, globals: map[string]*MemStore{"customers": {}}}
+		proc := top.Subtopologies()[0].NewProcessor("0_0", 0)
+		table := map[string]string{}
+		var want []string
+		for i := range 200 {
+			c := fmt.Sprintf("c%d", rng.IntN(5))
+			switch rng.IntN(4) {
+			case 0:
+				name := fmt.Sprintf("name%d", rng.IntN(100))
+				table[c] = name
+				ctx.globals["customers"].Put([]byte(c), []byte(name))
+			case 1:
+				delete(table, c)
+				ctx.globals["customers"].Delete([]byte(c))
+			default:
+				id, item := fmt.Sprintf("o%d", i), fmt.Sprintf("item%d", rng.IntN(9))
+				if name, ok := table[c]; ok {
+					want = append(want, "inner "+id+"="+name+" bought "+item, "left "+id+"="+name)
+				} else {
+					want = append(want, "left "+id+"=unknown customer ()")
+				}
+				err := proc.Process(ctx, Record{Topic: "orders", Offset: int64(i), Key: []byte(id), Value: []byte(c + ":" + item)})
+				if err != nil {
+					t.Fatalf("seed %d: %v", seed, err)
+				}
+			}
+		}
+		if !slices.Equal(ctx.sent, want) {
+			t.Fatalf("seed %d:\n got %v\nwant %v", seed, ctx.sent, want)
+		}
 	}
 }
