@@ -286,6 +286,7 @@ func (c *atLeastOnce) abort() {}
 type sealed struct {
 	epoch  uint64
 	writes map[string]pendingWrite
+	keys   []string // writes' keys, sorted
 	last   *kgo.Record
 }
 
@@ -294,8 +295,8 @@ func (s *taskStore) seal(epoch uint64) {
 	if len(s.pending) == 0 {
 		return
 	}
-	s.sealed = append(s.sealed, sealed{epoch: epoch, writes: s.pending, last: s.last})
-	s.pending, s.last = map[string]pendingWrite{}, nil
+	s.sealed = append(s.sealed, sealed{epoch: epoch, writes: s.pending, keys: s.pendingKeys, last: s.last})
+	s.pending, s.pendingKeys, s.last = map[string]pendingWrite{}, nil, nil
 }
 
 // applySealed applies the sealed writes of epochs up to e, each at the

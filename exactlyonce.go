@@ -212,7 +212,7 @@ func (c *transactional) done(r commitResult) instance.CommitDone {
 					a.fail(fmt.Errorf("baton: task %s store %s: %w", t.id, s.name, err))
 					return cd
 				}
-				clear(s.pending)
+				s.clearPending()
 				if cd.Checkpoints[t.id] == nil {
 					cd.Checkpoints[t.id] = map[string]int64{}
 				}
@@ -235,7 +235,7 @@ func (c *transactional) rollback() {
 			continue
 		}
 		for _, s := range t.stores {
-			clear(s.pending)
+			s.clearPending()
 			if acked := s.acked.Load(); acked > s.checkpoint && !s.source {
 				s.inDoubt = max(s.inDoubt, acked)
 			}

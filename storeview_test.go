@@ -32,27 +32,26 @@ func TestStoreViewIterate(t *testing.T) {
 			t.Fatal(err)
 		}
 		ts := &taskStore{name: "s", st: st, pending: map[string]pendingWrite{}}
-		write := func(layer map[string]pendingWrite) {
+		write := func() {
 			k := key()
 			if rng.IntN(3) == 0 {
-				layer[k] = pendingWrite{}
+				ts.put(k, pendingWrite{})
 				delete(model, k)
 				return
 			}
 			v := fmt.Sprint(rng.IntN(100))
-			layer[k] = pendingWrite{value: []byte(v)}
+			ts.put(k, pendingWrite{value: []byte(v)})
 			model[k] = v
 		}
 		// Layer 2: sealed commits, oldest first; layer 3: pending.
-		for range rng.IntN(3) {
-			sl := sealed{writes: map[string]pendingWrite{}}
+		for e := range rng.IntN(3) {
 			for range rng.IntN(10) {
-				write(sl.writes)
+				write()
 			}
-			ts.sealed = append(ts.sealed, sl)
+			ts.seal(uint64(e))
 		}
 		for range rng.IntN(10) {
-			write(ts.pending)
+			write()
 		}
 		var start, end []byte
 		if rng.IntN(2) == 0 {
@@ -73,7 +72,7 @@ func TestStoreViewIterate(t *testing.T) {
 			got = append(got, string(k)+"="+string(val))
 			// Writing while iterating (as Put does, into pending) must
 			// not change what is visited.
-			ts.pending[key()] = pendingWrite{value: []byte("x")}
+			ts.put(key(), pendingWrite{value: []byte("x")})
 			return nil
 		})
 		if err != nil {

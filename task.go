@@ -69,6 +69,8 @@ type taskStore struct {
 	session uint64
 
 	pending map[string]pendingWrite
+	// pendingKeys are pending's keys in ascending order, for Iterate.
+	pendingKeys []string
 	// last is the last changelog record of the pending writes; sealed
 	// holds earlier writes waiting for their commit (at-least-once).
 	last   *kgo.Record
@@ -205,18 +207,20 @@ func (v *storeView) Iterate(start, end []byte, fn func(key, value []byte) error)
 		return (start == nil || k >= string(start)) && (end == nil || k < string(end))
 	}
 	over := map[string]pendingWrite{}
+	// Each layer's keys in [start, end), from its sorted keys.
+	layer := func(sorted []string, writes map[string]pendingWrite) {
+		i := 0
+		if start != nil {
+			i, _ = slices.BinarySearch(sorted, string(start))
+		}
+		for ; i < len(sorted) && in(sorted[i]); i++ {
+			over[sorted[i]] = writes[sorted[i]]
+		}
+	}
 	for _, sl := range v.s.sealed {
-		for k, w := range sl.writes {
-			if in(k) {
-				over[k] = w
-			}
-		}
+		layer(sl.keys, sl.writes)
 	}
-	for k, w := range v.s.pending {
-		if in(k) {
-			over[k] = w
-		}
-	}
+	layer(v.s.pendingKeys, v.s.pending)
 	keys := slices.Sorted(maps.Keys(over))
 	i := 0
 	// flush visits the overlay's keys below limit ("" with all: every one).
@@ -271,13 +275,13 @@ func (v *storeView) write(key, value []byte) error {
 		if in == nil || in.Topic != s.changelog {
 			return fmt.Errorf("baton: task %s: store %s has its source topic %s as its changelog: it is written only while that topic's records are processed", v.c.t.id, s.name, s.changelog)
 		}
-		s.pending[string(k)] = pendingWrite{value: value}
+		s.put(string(k), pendingWrite{value: value})
 		s.last = in
 		for cur := s.acked.Load(); in.Offset+1 > cur && !s.acked.CompareAndSwap(cur, in.Offset+1); cur = s.acked.Load() {
 		}
 		return nil
 	}
-	v.s.pending[string(k)] = pendingWrite{value: value}
+	s.put(string(k), pendingWrite{value: value})
 	rec := &kgo.Record{Topic: s.changelog, Partition: v.c.t.part, Key: k, Value: value, Timestamp: v.c.t.stamp}
 	s.last = rec
 	v.c.a.produce(rec, func(r *kgo.Record, err error) {
@@ -293,6 +297,21 @@ func (v *storeView) write(key, value []byte) error {
 		}
 	})
 	return nil
+}
+
+// put adds a pending write, keeping pendingKeys sorted.
+func (s *taskStore) put(k string, w pendingWrite) {
+	if _, ok := s.pending[k]; !ok {
+		i, _ := slices.BinarySearch(s.pendingKeys, k)
+		s.pendingKeys = slices.Insert(s.pendingKeys, i, k)
+	}
+	s.pending[k] = w
+}
+
+// clearPending forgets the pending writes.
+func (s *taskStore) clearPending() {
+	clear(s.pending)
+	s.pendingKeys = s.pendingKeys[:0]
 }
 
 func clone(b []byte) []byte {

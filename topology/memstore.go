@@ -9,7 +9,8 @@ import (
 // keys and values in and out, so tests see what a processor really stored.
 // The zero value is an empty store. It is not safe for concurrent use.
 type MemStore struct {
-	m map[string][]byte
+	m    map[string][]byte
+	keys []string // m's keys, sorted
 }
 
 // Get returns a copy of key's value.
@@ -26,13 +27,23 @@ func (s *MemStore) Put(key, value []byte) error {
 	if value == nil {
 		value = []byte{} // keep "present" distinct from missing
 	}
-	s.m[string(key)] = bytes.Clone(value)
+	k := string(key)
+	if _, ok := s.m[k]; !ok {
+		i, _ := slices.BinarySearch(s.keys, k)
+		s.keys = slices.Insert(s.keys, i, k)
+	}
+	s.m[k] = bytes.Clone(value)
 	return nil
 }
 
 // Delete removes key; deleting a missing key is not an error.
 func (s *MemStore) Delete(key []byte) error {
-	delete(s.m, string(key))
+	k := string(key)
+	if _, ok := s.m[k]; ok {
+		delete(s.m, k)
+		i, _ := slices.BinarySearch(s.keys, k)
+		s.keys = slices.Delete(s.keys, i, i+1)
+	}
 	return nil
 }
 
@@ -40,14 +51,14 @@ func (s *MemStore) Delete(key []byte) error {
 // (nil bounds are open), over a snapshot taken when it begins, so fn may
 // write to the store.
 func (s *MemStore) Iterate(start, end []byte, fn func(key, value []byte) error) error {
+	i := 0
+	if start != nil {
+		i, _ = slices.BinarySearch(s.keys, string(start))
+	}
 	type pair struct{ k, v []byte }
 	var snap []pair
-	for _, k := range s.Keys() {
-		kb := []byte(k)
-		if start != nil && bytes.Compare(kb, start) < 0 || end != nil && bytes.Compare(kb, end) >= 0 {
-			continue
-		}
-		snap = append(snap, pair{kb, bytes.Clone(s.m[k])})
+	for ; i < len(s.keys) && (end == nil || s.keys[i] < string(end)); i++ {
+		snap = append(snap, pair{[]byte(s.keys[i]), bytes.Clone(s.m[s.keys[i]])})
 	}
 	for _, p := range snap {
 		if err := fn(p.k, p.v); err != nil {
@@ -61,11 +72,4 @@ func (s *MemStore) Iterate(start, end []byte, fn func(key, value []byte) error) 
 func (s *MemStore) Len() int { return len(s.m) }
 
 // Keys returns the keys in ascending byte order.
-func (s *MemStore) Keys() []string {
-	keys := make([]string, 0, len(s.m))
-	for k := range s.m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
+func (s *MemStore) Keys() []string { return slices.Clone(s.keys) }
