@@ -95,11 +95,21 @@ func TestKillAndRestart(t *testing.T) {
 	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "t"); err != nil {
 		t.Fatal(err)
 	}
-	td, err := adm.ListTopics(ctx, "t")
-	if err != nil {
-		t.Fatal(err)
+	// The metadata may not list the new partition's leader at once.
+	leader := 0
+	for deadline := time.Now().Add(30 * time.Second); leader < 1; {
+		td, err := adm.ListTopics(ctx, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, ok := td["t"].Partitions[0]; ok && p.Err == nil && p.Leader >= 1 {
+			leader = int(p.Leader)
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no leader listed for t[0]: %+v", td["t"])
+		} else {
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
-	leader := int(td["t"].Partitions[0].Leader)
 	if err := c.Kill(leader); err != nil {
 		t.Fatal(err)
 	}
