@@ -366,3 +366,42 @@ func (h *harness) joinTwoDrainOne(a *running, settled func(...*running) bool, st
 	h.checkOnlyMovedStop(m)
 	return b, c, cut
 }
+
+// TestTableTopicEndingWithMarker: a table's topic written in transactions
+// ends with a transaction marker, an offset no record has. A task waiting
+// for its table to reach the end read at its start must still go on to
+// its stream.
+func TestTableTopicEndingWithMarker(t *testing.T) {
+	h := newHarness(t, 1)
+	users := h.tg.Name("users")
+	h.tg.CreateTopic(t, users, 1, true)
+	txn, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.TransactionalID(h.tg.Name("writer")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txn.Close()
+	ctx := context.Background()
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.ProduceSync(ctx, &kgo.Record{Topic: users, Key: []byte("ana"), Value: []byte("eu")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	h.build = func() (*topology.Topology, error) {
+		b := topology.NewBuilder(h.appID)
+		table := topology.TableFromTopic(b, users, "users", topology.String, topology.String)
+		views := topology.FromTopic(b, h.input, topology.String, topology.String)
+		topology.JoinTable(views, table, func(_, v, r string) string { return v + "@" + r }).To(h.output)
+		return b.Build()
+	}
+	h.start("a")
+	if err := h.prod.ProduceSync(ctx, &kgo.Record{Topic: h.input, Key: []byte("ana"), Value: []byte("/home")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(30*time.Second, "the view to be joined", func() bool {
+		return slices.Equal(readCommitted(t, h.brokers, h.output)["ana"], []string{"/home@eu"})
+	})
+}

@@ -15,21 +15,29 @@ import (
 // other topics first brings the table up to date: from its activation
 // until it has processed its table partitions up to their end offsets as
 // read then, the records of its other topics wait. The end offset may be
-// that of a transaction marker, which is never processed as a record: so
-// a table partition is also up to date once a fetch of it came back
-// empty (the consumer is past every record there is) and the task has
-// processed the records fetched before. A broker may also cut a fetch
-// short of a partition when the response reaches its size limit; with
-// many busy partitions per broker, the wait can then end early. Otherwise a stream
+// that of a transaction marker, or of a record compaction removed, which
+// no record processed reaches: so a table partition is also taken as up
+// to date once a fetch of it came back empty and the task has processed
+// the records fetched before, or once no record of it has come for
+// bootIdle since the ends were read or since its last record. (Fetch
+// sessions leave an unchanged partition out of a response, so the empty
+// fetch may never come; and a broker may cut a fetch short of a partition
+// when the response reaches its size limit, so an empty fetch, or a table
+// partition slower than bootIdle, can end the wait early.) Otherwise a stream
 // record fetched before the table's records would join a table that does
 // not have them yet: at the first start, every record of the stream would
 // miss the whole table. After that, the task processes its topics in the
 // order they are fetched.
 
+// bootIdle is how long a table partition may go without a record before
+// a task stops waiting for it.
+const bootIdle = 2 * time.Second
+
 // tableBoot is a task's bootstrap of its tables.
 type tableBoot struct {
 	ends map[string]int64 // table topic -> its end at activation; nil: not read yet
 	gen  uint64           // which activation the read belongs to
+	last time.Time        // when the ends came, or the last table record was dispatched
 	// empty: the table topics whose partition a fetch returned without
 	// records since the activation.
 	empty map[string]bool
@@ -110,7 +118,7 @@ func (s *shell) tableEndsRead(r tableEnds) {
 		s.readTableEnds(t.id, t.part, tableTopics(t), r.gen)
 		return
 	}
-	t.boot.ends = r.ends
+	t.boot.ends, t.boot.last = r.ends, time.Now()
 	s.bootDone(t)
 	s.dispatch()
 }
@@ -129,7 +137,8 @@ func (s *shell) bootDone(t *task) bool {
 		if position(t, topicPart{topic, t.part}, committed, 0) >= end {
 			continue
 		}
-		if !t.boot.empty[topic] || slices.ContainsFunc(s.a.backlog[t.id], func(r *kgo.Record) bool { return r.Topic == topic }) {
+		waiting := slices.ContainsFunc(s.a.backlog[t.id], func(r *kgo.Record) bool { return r.Topic == topic })
+		if waiting || !t.boot.empty[topic] && time.Since(t.boot.last) < bootIdle {
 			return false
 		}
 	}
@@ -180,6 +189,9 @@ func (s *shell) split(t *task, recs []*kgo.Record) (run, wait []*kgo.Record) {
 		} else {
 			wait = append(wait, r)
 		}
+	}
+	if len(run) > 0 && t.boot.ends != nil {
+		t.boot.last = time.Now()
 	}
 	return run, wait
 }

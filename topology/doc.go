@@ -89,9 +89,10 @@
 // exists for streams (Kafka Streams also has left and outer ones).
 //
 // A task that reads a table's topic and other topics processes the table
-// up to its end offset, as read when the task starts, before its other
-// topics' records; after that it processes its topics in the order records
-// are fetched (Kafka Streams orders them by timestamp across a task's
+// up to its end offset, as read when the task starts (or until the table
+// has had no record for two seconds: a transaction marker may end it),
+// before its other topics' records; after that it processes its topics in
+// the order records are fetched (Kafka Streams orders them by timestamp across a task's
 // partitions instead). A windowed table cannot be joined by key alone,
 // and a join of tables has no store, so neither can be the table side of
 // a join.
