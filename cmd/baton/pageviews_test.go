@@ -7,7 +7,6 @@ import (
 	"maps"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,84 +35,26 @@ func (e *e2e) runPageviews(t *testing.T, users string, extra ...string) (*proc, 
 	return p, l[strings.LastIndex(l, " ")+1:]
 }
 
-// viewFlow writes 20 views every 10 ms until stopped and remembers, once
-// they are acknowledged, how many of them fall into each region's window.
-// View n is by user n*7 mod 230 and has the event time start + n ms:
-// users u0..u199 are in the table, u200..u229 are not (region
-// "unknown").
-type viewFlow struct {
-	mu   sync.Mutex
-	want map[string]int64 // windowed key (region, then 8 bytes of window start) -> views; guarded by mu
-	stop chan struct{}
-	done chan error
-}
-
-func (e *e2e) startViewFlow(region map[string]string, start time.Time) *viewFlow {
-	f := &viewFlow{want: map[string]int64{}, stop: make(chan struct{}), done: make(chan error, 1)}
-	go func() {
-		for n := 0; ; {
-			select {
-			case <-f.stop:
-				f.done <- nil
-				return
-			case <-time.After(10 * time.Millisecond):
+// startViewFlow writes 20 views a batch and expects, per region window,
+// how many views fall into it. View n is by user n*7 mod 230 and has the
+// event time start + n ms: users u0..u199 are in the table, u200..u229
+// are not (region "unknown").
+func (e *e2e) startViewFlow(region map[string]string, start time.Time) *flow {
+	return e.startFlow(func(i int) ([]*kgo.Record, map[string]int64) {
+		var recs []*kgo.Record
+		add := map[string]int64{}
+		for n := i * 20; n < i*20+20; n++ {
+			u := "u" + strconv.Itoa(n*7%230)
+			ts := start.Add(time.Duration(n) * time.Millisecond)
+			r, ok := region[u]
+			if !ok {
+				r = topology.UnknownRegion
 			}
-			var recs []*kgo.Record
-			batch := map[string]int64{}
-			for range 20 {
-				u := "u" + strconv.Itoa(n*7%230)
-				ts := start.Add(time.Duration(n) * time.Millisecond)
-				r, ok := region[u]
-				if !ok {
-					r = topology.UnknownRegion
-				}
-				batch[windowedKey(r, ts)]++
-				recs = append(recs, &kgo.Record{Topic: e.lines, Key: []byte(u), Value: []byte("/page/" + strconv.Itoa(n%13)), Timestamp: ts})
-				n++
-			}
-			if err := e.client.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-				f.done <- err
-				return
-			}
-			f.mu.Lock()
-			for k, c := range batch {
-				f.want[k] += c
-			}
-			f.mu.Unlock()
+			add[windowedKey(r, ts)]++
+			recs = append(recs, &kgo.Record{Topic: e.lines, Key: []byte(u), Value: []byte("/page/" + strconv.Itoa(n%13)), Timestamp: ts})
 		}
-	}()
-	return f
-}
-
-// written returns how many views the flow has written.
-func (f *viewFlow) written() int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := int64(0)
-	for _, c := range f.want {
-		n += c
-	}
-	return n
-}
-
-// more waits until the flow has written n more views than now, so that
-// views flow through every step of the test however fast the steps go.
-func (f *viewFlow) more(t *testing.T, n int64) {
-	t.Helper()
-	target := f.written() + n
-	waitUntil(t, 60*time.Second, fmt.Sprintf("%d views written", target), func() bool { return f.written() >= target })
-}
-
-// end stops the flow and returns what it wrote.
-func (f *viewFlow) end(t *testing.T) map[string]int64 {
-	t.Helper()
-	close(f.stop)
-	if err := <-f.done; err != nil {
-		t.Fatal(err)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return maps.Clone(f.want)
+		return recs, add
+	})
 }
 
 // windowedKey is the output key of region's window holding ts.

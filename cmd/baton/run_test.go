@@ -189,18 +189,19 @@ func (e *e2e) readCounts(t *testing.T) map[string]int64 {
 	return got
 }
 
-// wordFlow writes 20 lines every 10 ms until stopped, each a word of 53
-// repeated per times, and remembers every word's occurrences once they
-// are acknowledged.
-type wordFlow struct {
+// flow writes a batch of records every 10 ms until stopped, and adds each
+// batch's expected counts to want once the cluster acknowledged it.
+type flow struct {
 	mu   sync.Mutex
 	want map[string]int64 // guarded by mu
 	stop chan struct{}
 	done chan error
 }
 
-func (e *e2e) startWordFlow(per int) *wordFlow {
-	f := &wordFlow{want: map[string]int64{}, stop: make(chan struct{}), done: make(chan error, 1)}
+// startFlow starts a flow whose i-th batch is batch(i): its records and
+// what they add to the expected counts.
+func (e *e2e) startFlow(batch func(i int) ([]*kgo.Record, map[string]int64)) *flow {
+	f := &flow{want: map[string]int64{}, stop: make(chan struct{}), done: make(chan error, 1)}
 	go func() {
 		for i := 0; ; i++ {
 			select {
@@ -209,20 +210,14 @@ func (e *e2e) startWordFlow(per int) *wordFlow {
 				return
 			case <-time.After(10 * time.Millisecond):
 			}
-			var recs []*kgo.Record
-			batch := map[string]int64{}
-			for j := range 20 {
-				w := fmt.Sprintf("w%d", (i*20+j)%53)
-				batch[w] += int64(per)
-				recs = append(recs, &kgo.Record{Topic: e.lines, Key: []byte(strconv.Itoa(j)), Value: []byte(strings.TrimSpace(strings.Repeat(w+" ", per)))})
-			}
+			recs, add := batch(i)
 			if err := e.client.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 				f.done <- err
 				return
 			}
 			f.mu.Lock()
-			for w, n := range batch {
-				f.want[w] += n
+			for k, n := range add {
+				f.want[k] += n
 			}
 			f.mu.Unlock()
 		}
@@ -230,8 +225,42 @@ func (e *e2e) startWordFlow(per int) *wordFlow {
 	return f
 }
 
+// startWordFlow writes 20 lines a batch, each a word of 53 repeated per
+// times, and expects every word's occurrences.
+func (e *e2e) startWordFlow(per int) *flow {
+	return e.startFlow(func(i int) ([]*kgo.Record, map[string]int64) {
+		var recs []*kgo.Record
+		add := map[string]int64{}
+		for j := range 20 {
+			w := fmt.Sprintf("w%d", (i*20+j)%53)
+			add[w] += int64(per)
+			recs = append(recs, &kgo.Record{Topic: e.lines, Key: []byte(strconv.Itoa(j)), Value: []byte(strings.TrimSpace(strings.Repeat(w+" ", per)))})
+		}
+		return recs, add
+	})
+}
+
+// written returns the sum of the expected counts so far.
+func (f *flow) written() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := int64(0)
+	for _, c := range f.want {
+		n += c
+	}
+	return n
+}
+
+// more waits until the flow's expected counts have grown by n, so that
+// records flow through every step of a test however fast the steps go.
+func (f *flow) more(t *testing.T, n int64) {
+	t.Helper()
+	target := f.written() + n
+	waitUntil(t, 60*time.Second, fmt.Sprintf("%d written", target), func() bool { return f.written() >= target })
+}
+
 // end stops the flow and returns what it wrote.
-func (f *wordFlow) end(t *testing.T) map[string]int64 {
+func (f *flow) end(t *testing.T) map[string]int64 {
 	t.Helper()
 	close(f.stop)
 	if err := <-f.done; err != nil {
