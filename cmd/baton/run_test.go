@@ -314,8 +314,10 @@ func TestClusterAndRunProcesses(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	// A task's processed counter appears with its first record, which
-	// may come a moment after the tasks are shared.
+	// More lines once the tasks are shared: the first 500 may all have
+	// been processed by b, had b joined first and a taken its tasks after.
+	produce(300, 100)
+	// A task's processed counter appears with its first record.
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		resp, err := http.Get("http://" + aAddr + "/metrics")
 		if err != nil {
@@ -338,7 +340,6 @@ func TestClusterAndRunProcesses(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	produce(300, 100)
 	if code := a.stop(t, 60*time.Second); code != 0 {
 		t.Errorf("SIGTERM: exit %d, want 0; stderr:\n%s", code, a.stderr)
 	}
