@@ -74,12 +74,19 @@ func (s *shell) startTableBoot(t *task) {
 	}
 	s.bootGen++
 	t.boot = &tableBoot{gen: s.bootGen, empty: map[string]bool{}}
-	s.readTableEnds(t.id, t.part, topics, t.boot.gen)
+	s.readTableEnds(t.id, t.part, topics, t.boot.gen, 0)
 }
 
-func (s *shell) readTableEnds(id string, part int32, topics []string, gen uint64) {
+// readTableEnds reads, after wait, the ends of a task's table partitions,
+// off the loop; the answer comes back as a tableEnds.
+func (s *shell) readTableEnds(id string, part int32, topics []string, gen uint64, wait time.Duration) {
 	a := s.a
 	go func() {
+		select {
+		case <-time.After(wait):
+		case <-a.ch.done:
+			return
+		}
 		ctx, cancel := context.WithTimeout(a.runCtx, 5*time.Second)
 		defer cancel()
 		out := tableEnds{task: id, gen: gen}
@@ -108,14 +115,14 @@ func (s *shell) readTableEnds(id string, part int32, topics []string, gen uint64
 	}()
 }
 
-// tableEndsRead takes a read: a failed one is asked again.
+// tableEndsRead takes a read: a failed one is asked again after a pause.
 func (s *shell) tableEndsRead(r tableEnds) {
 	t := s.a.tasks[r.task]
 	if t == nil || t.boot == nil || t.boot.gen != r.gen {
 		return
 	}
 	if r.ends == nil {
-		s.readTableEnds(t.id, t.part, tableTopics(t), r.gen)
+		s.readTableEnds(t.id, t.part, tableTopics(t), r.gen, 200*time.Millisecond)
 		return
 	}
 	t.boot.ends, t.boot.last = r.ends, time.Now()
