@@ -99,6 +99,12 @@ func windowedWordCount(appID, input, output string, size time.Duration) (*topolo
 	return b.Build()
 }
 
+// testTimings are the group timings of the tests' instances: a short
+// session, so that a crash is noticed within seconds.
+func testTimings() []Option {
+	return []Option{WithSessionTimeout(2 * time.Second), WithHeartbeatInterval(100 * time.Millisecond), WithRebalanceTimeout(3 * time.Second)}
+}
+
 func newHarness(t *testing.T, partitions int32) *harness {
 	t.Helper()
 	return newHarnessOn(t, kafkatest.ForTest(t), partitions)
@@ -219,8 +225,8 @@ func (h *harness) start(id string, opts ...Option) *running {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	all := append([]Option{WithBrokers(h.brokers...), WithAppID(h.appID), WithInstanceID(id),
-		WithStateDir(h.t.TempDir()), WithSessionTimeout(2 * time.Second), WithHeartbeatInterval(100 * time.Millisecond),
-		WithAcceptableLag(10), WithLogger(logger), WithListener(h.listener), WithRebalanceTimeout(3 * time.Second)}, opts...)
+		WithStateDir(h.t.TempDir()), WithAcceptableLag(10), WithLogger(logger), WithListener(h.listener)}, testTimings()...)
+	all = append(all, opts...)
 	app, err := New(top, all...)
 	if err != nil {
 		h.t.Fatal(err)

@@ -81,9 +81,8 @@ func (s *globalSetup) start(id, dir string, opts ...Option) *running {
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	all := append([]Option{WithBrokers(s.tg.Brokers...), WithInstanceID(id), WithStateDir(dir),
-		WithSessionTimeout(2 * time.Second), WithHeartbeatInterval(100 * time.Millisecond),
-		WithRebalanceTimeout(3 * time.Second), WithLogger(logger)}, opts...)
+	all := append([]Option{WithBrokers(s.tg.Brokers...), WithInstanceID(id), WithStateDir(dir), WithLogger(logger)}, testTimings()...)
+	all = append(all, opts...)
 	app, err := New(s.topology(), all...)
 	if err != nil {
 		s.t.Fatal(err)

@@ -53,9 +53,8 @@ func TestInputLagAndDesiredInstances(t *testing.T) {
 	cfg.Headroom = 1  // 400/s needs the capacity of 800/s: two workers
 	start := func(id string) (*App, *prometheus.Registry) {
 		reg := prometheus.NewRegistry()
-		app, err := New(top, WithBrokers(tg.Brokers...), WithAppID(appID), WithInstanceID(id), WithMetrics(reg),
-			WithLogger(slog.New(slog.DiscardHandler)), WithAutoscale(cfg), withInputLagInterval(200*time.Millisecond),
-			WithSessionTimeout(2*time.Second), WithHeartbeatInterval(100*time.Millisecond), WithRebalanceTimeout(3*time.Second))
+		app, err := New(top, append(testTimings(), WithBrokers(tg.Brokers...), WithAppID(appID), WithInstanceID(id), WithMetrics(reg),
+			WithLogger(slog.New(slog.DiscardHandler)), WithAutoscale(cfg), withInputLagInterval(200*time.Millisecond))...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -358,6 +358,15 @@ func TestCrash(t *testing.T) {
 // The survivors reassign everything; b's tasks stop only if a plan moves
 // them; no count is lost.
 func TestLeaderCrashWhileLearning(t *testing.T) {
+	if raceEnabled {
+		// Under the race detector on two cores, the embedded cluster
+		// answered the survivors' JoinGroup after the client's deadline
+		// (i/o timeout) while the dead leader was still a member, with a
+		// 2 s and with a 6 s session: b was expelled, and the scenario
+		// was not the one scripted. It runs in the plain pass and on
+		// Apache Kafka.
+		t.Skip("the scripted timing does not hold under the race detector")
+	}
 	h := newHarness(t, 4)
 	h.prefill(20000)
 	cut := &faultnet.Cutter{}
@@ -624,7 +633,13 @@ func (h *harness) checkOnlyMovedStop(m mark) {
 		}
 	}
 	if len(stayed) == 0 {
-		h.t.Errorf("no task stayed where it was in %d plans: nothing to check", len(plans))
+		var lost []string
+		for _, e := range events {
+			if e.Kind == EventLost && m.owners[e.Task] == e.Instance {
+				lost = append(lost, e.Instance+":"+e.Task)
+			}
+		}
+		h.t.Errorf("no task stayed where it was in %d plans: nothing to check (tasks lost without a plan, their owner expelled by the group: %v)", len(plans), lost)
 	}
 	for _, e := range events {
 		switch {
@@ -634,6 +649,8 @@ func (h *harness) checkOnlyMovedStop(m mark) {
 			h.t.Errorf("task %s revoked from %s though every plan kept it on %s", e.Task, e.Instance, stayed[e.Task])
 		case e.Kind == EventAssigned && stayed[e.Task] != "":
 			h.t.Errorf("task %s assigned again on %s (%s, lag %d) though every plan kept it on %s: it stopped", e.Task, e.Instance, e.Detail, e.Lag, stayed[e.Task])
+		case e.Kind == EventLost && stayed[e.Task] != "":
+			h.t.Errorf("task %s lost by %s (its membership ended) though every plan kept it on %s", e.Task, e.Instance, stayed[e.Task])
 		case e.Kind == EventPaused && stayed[e.Task] != "":
 			h.t.Errorf("task %s paused on %s though every plan kept it on %s", e.Task, e.Instance, stayed[e.Task])
 		}

@@ -94,9 +94,8 @@ func testTimersSurviveHandovers(t *testing.T, g Guarantee) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts := []Option{WithBrokers(tg.Brokers...), WithAppID(appID), WithInstanceID(id), WithStateDir(t.TempDir()),
-			WithSessionTimeout(2 * time.Second), WithHeartbeatInterval(100 * time.Millisecond), WithRebalanceTimeout(3 * time.Second),
-			WithAcceptableLag(acceptable), WithLogger(logger), WithGuarantee(g)}
+		opts := append(testTimings(), WithBrokers(tg.Brokers...), WithAppID(appID), WithInstanceID(id), WithStateDir(t.TempDir()),
+			WithAcceptableLag(acceptable), WithLogger(logger), WithGuarantee(g))
 		if g == ExactlyOnce {
 			opts = append(opts, WithTransactionTimeout(3*time.Second))
 		}

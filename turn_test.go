@@ -80,9 +80,8 @@ func TestSlowProcessorKeepsItsMembership(t *testing.T) {
 		mu.Unlock()
 	}
 	start := func(id string) *App {
-		app, err := New(top, WithBrokers(tg.Brokers...), WithAppID(appID), WithInstanceID(id), WithListener(listen),
-			WithLogger(slog.New(slog.DiscardHandler)), WithMemoryState(),
-			WithSessionTimeout(2*time.Second), WithHeartbeatInterval(100*time.Millisecond), WithRebalanceTimeout(3*time.Second))
+		app, err := New(top, append(testTimings(), WithBrokers(tg.Brokers...), WithAppID(appID), WithInstanceID(id), WithListener(listen),
+			WithLogger(slog.New(slog.DiscardHandler)), WithMemoryState())...)
 		if err != nil {
 			t.Fatal(err)
 		}
