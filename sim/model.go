@@ -212,11 +212,13 @@ type engine struct {
 	}
 
 	unavailable int
-	learners    int
-	offBalance  int
-	balanced    bool
-	balancedAt  time.Duration
-	firstEvent  time.Duration
+	// unavailableStateful counts the stateful tasks among unavailable.
+	unavailableStateful int
+	learners            int
+	offBalance          int
+	balanced            bool
+	balancedAt          time.Duration
+	firstEvent          time.Duration
 
 	res *Result
 	err error
@@ -418,6 +420,7 @@ func (e *engine) loop() {
 		// off before it starts the new owners at the same instant, and
 		// tasks unavailable for no time are not unavailable at once.
 		e.res.MaxUnavailable = max(e.res.MaxUnavailable, e.unavailable)
+		e.res.MaxUnavailableStateful = max(e.res.MaxUnavailableStateful, e.unavailableStateful)
 		if e.load != nil {
 			e.loadShares()
 		}
@@ -460,8 +463,11 @@ func lagInt(l float64) int64 {
 	return int64(math.Ceil(l - eps))
 }
 
-func (e *engine) setUnavailable(delta int) {
+func (e *engine) setUnavailable(t *taskState, delta int) {
 	e.unavailable += delta
+	if t.spec.Stateful {
+		e.unavailableStateful += delta
+	}
 	e.res.sample(e.now, e.unavailable, e.offBalance)
 }
 
@@ -507,7 +513,7 @@ func (e *engine) handle(ev event) {
 		if t := e.tasks[ev.arg]; t.starting && t.startGen == ev.n {
 			t.starting = false
 			e.setProcessing(t, true)
-			e.setUnavailable(-1)
+			e.setUnavailable(t, -1)
 		}
 	}
 }
@@ -634,7 +640,7 @@ func (e *engine) stopInstance(in *instState, crash bool) {
 func (e *engine) dropActive(in *instState, t *taskState, revoked bool) {
 	if t.processing {
 		e.setProcessing(t, false)
-		e.setUnavailable(1)
+		e.setUnavailable(t, 1)
 	}
 	t.suspended = false
 	e.cancelStart(t)
@@ -912,7 +918,7 @@ func (e *engine) schedule() {
 func (e *engine) begin(t *taskState) {
 	if e.sc.Timing.Start <= 0 {
 		e.setProcessing(t, true)
-		e.setUnavailable(-1)
+		e.setUnavailable(t, -1)
 		return
 	}
 	t.starting = true
@@ -933,7 +939,7 @@ func (e *engine) cancelStart(t *taskState) {
 // pauseMember: an eager member stops processing all its tasks when it
 // notices the rebalance (it revokes everything before it rejoins).
 func (e *engine) pauseMember(in *instState) {
-	n := 0
+	n, stateful := 0, 0
 	for _, ti := range in.actives {
 		t := e.tasks[ti]
 		switch {
@@ -941,6 +947,9 @@ func (e *engine) pauseMember(in *instState) {
 			e.setProcessing(t, false)
 			t.suspended = true
 			n++
+			if t.spec.Stateful {
+				stateful++
+			}
 		case t.starting:
 			// Already counted unavailable; it starts again after the plan.
 			e.cancelStart(t)
@@ -951,6 +960,7 @@ func (e *engine) pauseMember(in *instState) {
 		return
 	}
 	e.unavailable += n
+	e.unavailableStateful += stateful
 	e.res.sample(e.now, e.unavailable, e.offBalance)
 	e.detail("pause", fmt.Sprintf("%s stops %d tasks for the rebalance", in.spec.ID, n))
 }

@@ -299,3 +299,34 @@ at 10s leave C
 		t.Errorf("%d rebalances, want 3", r.Rebalances)
 	}
 }
+
+// TestStatefulUnavailability: the stateful figures count the stateful
+// tasks alone. A crash orphans both kinds; the stateless tasks start at
+// once (start time) and the stateful ones only once restored, so they
+// are unavailable longer, and eager's pause of the survivors counts both.
+func TestStatefulUnavailability(t *testing.T) {
+	const scenario = `
+timing heartbeat=1s join=10ms sync=10ms session=3s start=100ms
+tasks stateful=4 stateless=4 state=1e5 rate=0
+instances 2 restore=1e5
+at 5s crash i2
+`
+	for _, policy := range []string{"smooth", "eager"} {
+		r := runText(t, policy, scenario)
+		if r.UnavailableStatefulSeconds <= 0 || r.UnavailableStatefulSeconds >= r.UnavailableTaskSeconds {
+			t.Errorf("%s: stateful unavailable %.3f task-s of %.3f in all: want some, and less than all", policy, r.UnavailableStatefulSeconds, r.UnavailableTaskSeconds)
+		}
+		// i2's two stateful tasks restore 1e5 records each, sharing 1e5
+		// records/s: each is unavailable at least 2 s.
+		if r.UnavailableStatefulSeconds < 4 {
+			t.Errorf("%s: stateful unavailable %.3f task-s, want at least 4 (two tasks restoring 2 s each)", policy, r.UnavailableStatefulSeconds)
+		}
+		if r.MaxUnavailableStateful < 2 || r.MaxUnavailableStateful > r.MaxUnavailable {
+			t.Errorf("%s: at most %d stateful unavailable at once (%d in all), want 2 to %d", policy, r.MaxUnavailableStateful, r.MaxUnavailable, r.MaxUnavailable)
+		}
+	}
+	r := runText(t, "smooth", strings.ReplaceAll(scenario, "stateful=4 stateless=4", "stateful=0 stateless=8"))
+	if r.UnavailableStatefulSeconds != 0 || r.MaxUnavailableStateful != 0 || r.UnavailableTaskSeconds <= 0 {
+		t.Errorf("stateless only: stateful %.3f task-s, %d at once (all: %.3f): want 0 and 0 of some", r.UnavailableStatefulSeconds, r.MaxUnavailableStateful, r.UnavailableTaskSeconds)
+	}
+}

@@ -165,6 +165,7 @@ func (e *engine) advance(t time.Duration) {
 		return
 	}
 	e.res.UnavailableTaskSeconds += float64(e.unavailable) * (t - e.now).Seconds()
+	e.res.UnavailableStatefulSeconds += float64(e.unavailableStateful) * (t - e.now).Seconds()
 	if e.load != nil {
 		e.advanceLoad(t)
 	}

@@ -28,12 +28,16 @@ type Result struct {
 
 	UnavailableTaskSeconds float64 // integral of unavailable tasks over time
 	MaxUnavailable         int     // most tasks unavailable at once
-	RestoredCritical       float64 // records new owners restored before processing
-	Reprocessed            float64 // input records processed again after crashes
-	Moves                  int     // times a task became active on another instance
-	MaxMovesPerTask        int
-	Rebalances             int
-	Thrash                 int // times a task went back to an instance that gave it up
+	// UnavailableStatefulSeconds and MaxUnavailableStateful are the same
+	// two figures for the stateful tasks alone.
+	UnavailableStatefulSeconds float64
+	MaxUnavailableStateful     int
+	RestoredCritical           float64 // records new owners restored before processing
+	Reprocessed                float64 // input records processed again after crashes
+	Moves                      int     // times a task became active on another instance
+	MaxMovesPerTask            int
+	Rebalances                 int
+	Thrash                     int // times a task went back to an instance that gave it up
 
 	Violations []string
 	Timeline   []Entry

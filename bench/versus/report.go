@@ -1,8 +1,13 @@
 package versus
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"text/tabwriter"
@@ -48,6 +53,9 @@ func Print(w io.Writer, res *Result) error {
 			return err
 		}
 		fmt.Fprintln(w)
+		if err := printPredictions(w, res, ev); err != nil {
+			return err
+		}
 	}
 	if len(res.Throughput) > 0 {
 		fmt.Fprintf(w, "backlog: %d lines, 2 instances from a cold start\n", res.Config.Backlog)
@@ -103,4 +111,91 @@ func dur(d time.Duration) string {
 		return secs(d)
 	}
 	return fmt.Sprintf("%dms", d.Milliseconds())
+}
+
+// printPredictions writes, for the runs of event ev that have a
+// prediction, each figure as measured / predicted with the ratio
+// predicted / measured.
+func printPredictions(w io.Writer, res *Result, ev string) error {
+	var runs []Run
+	for _, r := range res.Runs {
+		if r.Event == ev && r.Prediction != nil {
+			runs = append(runs, r)
+		}
+	}
+	if len(runs) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "%s: baton sim beside the run (measured / predicted, and predicted / measured; count tasks)\n", ev)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "engine\tpolicy\trestore/s\ttime to balance\tunavailable task-s\tmost unavailable\trestored\t")
+	for _, r := range runs {
+		p := r.Prediction
+		if p.Error != "" {
+			fmt.Fprintf(tw, "%s\tno prediction: %s\t\t\t\t\t\t\n", r.Configuration, p.Error)
+			continue
+		}
+		m := p.Measured
+		bal := func(ok bool, d time.Duration) string {
+			if !ok {
+				return "not balanced"
+			}
+			return secs(d)
+		}
+		cell := func(meas, pred, figure string) string {
+			c := meas + " / " + pred
+			if x, ok := p.Ratios[figure]; ok {
+				c += fmt.Sprintf(" x%.2f", x)
+			}
+			return c
+		}
+		restored := "not observed"
+		if m.Restored != nil {
+			restored = strconv.FormatInt(*m.Restored, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f (%s)\t%s\t%s\t%s\t%s\t\n", r.Configuration, p.Params.Model.Policy, p.Params.RestoreRate, p.Params.RestoreFrom[:1],
+			cell(bal(m.Balanced, m.TimeToBalance), bal(p.Balanced, p.TimeToBalance), FigureTimeToBalance),
+			cell(fmt.Sprintf("%.2f", m.UnavailableSeconds), fmt.Sprintf("%.2f", p.UnavailableSeconds), FigureUnavailable),
+			cell(strconv.Itoa(m.MaxUnavailable), strconv.Itoa(p.MaxUnavailable), FigureMaxUnavailable),
+			cell(restored, fmt.Sprintf("%.0f", p.RestoredCritical), FigureRestored))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+// RecordingFile is the name of run r's recording in an output directory.
+func RecordingFile(r Run) string {
+	return fmt.Sprintf("recording-%s-%s.json", r.Event, r.Configuration)
+}
+
+// Load reads a run's output directory back: versus.json and the
+// recording of every run that has one there.
+func Load(dir string) (*Result, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "versus.json"))
+	if err != nil {
+		return nil, fmt.Errorf("versus: %w", err)
+	}
+	var res Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, fmt.Errorf("versus: %s: %w", filepath.Join(dir, "versus.json"), err)
+	}
+	for i := range res.Runs {
+		path := filepath.Join(dir, RecordingFile(res.Runs[i]))
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("versus: %w", err)
+		}
+		var rec Recording
+		if err := json.Unmarshal(b, &rec); err != nil {
+			return nil, fmt.Errorf("versus: %s: %w", path, err)
+		}
+		res.Runs[i].Recording = &rec
+	}
+	return &res, nil
 }

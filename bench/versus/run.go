@@ -58,10 +58,13 @@ type Config struct {
 	// CompareDir holds the peers (default "compare"); WorkDir gets state
 	// dirs, logs and built peers (a temporary directory when empty,
 	// removed at the end).
-	BatonExe   string    `json:"-"`
-	CompareDir string    `json:"-"`
-	WorkDir    string    `json:"-"`
-	Log        io.Writer `json:"-"`
+	// SimScenarios is a directory for the scenario of every run (Predict
+	// runs the simulator on each in any case).
+	SimScenarios string    `json:"-"`
+	BatonExe     string    `json:"-"`
+	CompareDir   string    `json:"-"`
+	WorkDir      string    `json:"-"`
+	Log          io.Writer `json:"-"`
 }
 
 // DefaultConfig is the full benchmark.
@@ -131,6 +134,9 @@ type Run struct {
 	// Recording is written to a file of its own.
 	Recording *Recording `json:"-"`
 	Window    Event      `json:"window"`
+	// Prediction is what `baton sim` predicts for the run, from the
+	// scenario of the group at the event (see Predict).
+	Prediction *Prediction `json:"prediction,omitempty"`
 }
 
 // Throughput is the time 2 instances took to process a backlog from a
@@ -219,6 +225,9 @@ func Execute(ctx context.Context, cfg Config) (*Result, error) {
 			}
 			res.Runs = append(res.Runs, r)
 		}
+	}
+	if err := Predict(res, cfg.SimScenarios); err != nil && first == nil {
+		first = err
 	}
 	if cfg.Backlog > 0 {
 		for _, c := range cfg.Configurations {

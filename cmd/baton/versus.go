@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/baton-streams/baton/bench"
 	"github.com/baton-streams/baton/bench/versus"
@@ -26,6 +27,8 @@ func benchVersusCmd() *cobra.Command {
 		brokers    string
 		brokerSets []string
 		out        string
+		simDir     string
+		predictDir string
 		verbose    bool
 		c          versus.Config
 	)
@@ -50,6 +53,18 @@ a cold start. Peers are built by compare/<peer>/build.sh. docs/versus.md
 explains every figure.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if predictDir != "" {
+				var other []string
+				cmd.Flags().Visit(func(fl *pflag.Flag) {
+					if fl.Name != "predict-from" && fl.Name != "sim-scenarios" {
+						other = append(other, "--"+fl.Name)
+					}
+				})
+				if len(other) > 0 {
+					return usageErr(fmt.Errorf("--predict-from reads a saved run and runs nothing: %s do not apply", strings.Join(other, ", ")))
+				}
+				return predictFrom(cmd.OutOrStdout(), predictDir, simDir)
+			}
 			cfg := versus.DefaultConfig()
 			if short {
 				cfg = versus.ShortConfig()
@@ -104,6 +119,7 @@ explains every figure.`,
 			override("backlog", &cfg.Backlog, &c.Backlog)
 			override("guarantee", &cfg.Guarantee, &c.Guarantee)
 			override("compare", &cfg.CompareDir, &c.CompareDir)
+			cfg.SimScenarios = simDir
 			if err := cfg.Validate(); err != nil {
 				return usageErr(err)
 			}
@@ -145,6 +161,8 @@ explains every figure.`,
 	f.StringVar(&c.Guarantee, "guarantee", "at-least-once", "processing guarantee of every engine: at-least-once or exactly-once")
 	f.StringVar(&c.CompareDir, "compare", "compare", "folder of the peers (compare/<peer>/build.sh)")
 	f.StringVar(&out, "out", "", "directory for versus.json, the recordings and a plot per event")
+	f.StringVar(&simDir, "sim-scenarios", "", "directory for each run's `baton sim` scenario (the group at the event, the model's parameters from the run)")
+	f.StringVar(&predictDir, "predict-from", "", "read a run's --out directory back, run the simulator on each run and print the tables; runs nothing")
 	f.BoolVarP(&verbose, "verbose", "v", false, "narrate the runs on stderr")
 	return cmd
 }
@@ -169,7 +187,7 @@ func writeVersus(w io.Writer, dir string, res *versus.Result) error {
 		if r.Recording == nil {
 			continue
 		}
-		p, err := bench.WriteJSON(dir, fmt.Sprintf("recording-%s-%s.json", r.Event, r.Configuration), r.Recording)
+		p, err := bench.WriteJSON(dir, versus.RecordingFile(r), r.Recording)
 		if err != nil {
 			return err
 		}
@@ -183,4 +201,17 @@ func writeVersus(w io.Writer, dir string, res *versus.Result) error {
 		fmt.Fprintf(w, "wrote %s\n", p)
 	}
 	return nil
+}
+
+// predictFrom prints the tables of the run saved in dir, with the
+// simulator's predictions computed from its recordings.
+func predictFrom(w io.Writer, dir, simDir string) error {
+	res, err := versus.Load(dir)
+	if err != nil {
+		return usageErr(fmt.Errorf("--predict-from: %w", err))
+	}
+	if err := versus.Predict(res, simDir); err != nil {
+		return err
+	}
+	return versus.Print(w, res)
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/baton-streams/baton/bench/versus"
 	"github.com/baton-streams/baton/internal/kafkatest"
@@ -65,6 +66,71 @@ func TestBenchVersusShort(t *testing.T) {
 	for _, e := range engines {
 		if !ran[e] {
 			t.Errorf("%s: no run in versus.json", e)
+		}
+	}
+}
+
+// TestBenchVersusPredictFrom reads a saved run back and prints the
+// simulator's predictions beside it; bad uses are refused by name.
+func TestBenchVersusPredictFrom(t *testing.T) {
+	dir := t.TempDir()
+	rec := versus.Recording{Partitions: 3}
+	for at := time.Duration(0); at <= 20*time.Second; at += 20 * time.Millisecond {
+		for p := range int32(3) {
+			if p == 2 && at > 10*time.Second && at < 11*time.Second {
+				continue // 1_2 moves to c
+			}
+			rec.Arrivals = append(rec.Arrivals, versus.Arrival{Partition: p, At: at, Latency: 5 * time.Millisecond})
+		}
+	}
+	for at := time.Duration(0); at <= 20*time.Second; at += time.Second {
+		b := []string{"0_2", "1_2"}
+		if at > 10*time.Second {
+			b = nil
+			rec.Status = append(rec.Status, versus.Status{At: at, Line: versus.StatusLine{Engine: "baton", Instance: "c", Active: []string{"0_2", "1_2"}}})
+		}
+		rec.Status = append(rec.Status,
+			versus.Status{At: at, Line: versus.StatusLine{Engine: "baton", Instance: "a", Active: []string{"0_0", "0_1", "1_0", "1_1"}, Processed: int64(at / time.Millisecond)}},
+			versus.Status{At: at, Line: versus.StatusLine{Engine: "baton", Instance: "b", Active: b, Processed: int64(at / time.Millisecond)}})
+	}
+	ev := versus.Event{Name: "scale-out", At: 10 * time.Second, Steady: 5 * time.Second, After: 5 * time.Second, Live: []string{"a", "b", "c"}}
+	cfg := versus.ShortConfig()
+	cfg.Partitions = 3
+	cfg.Configurations, _ = versus.ParseConfigurations("baton-smooth")
+	run := versus.Run{Configuration: "baton-smooth", Event: "scale-out", AppID: "wc", Window: ev, Figures: versus.Analyze(rec, ev)}
+	res := versus.Result{Config: cfg, Runs: []versus.Run{run}}
+	for name, v := range map[string]any{"versus.json": res, versus.RecordingFile(run): rec} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scen := filepath.Join(t.TempDir(), "scenarios")
+	stdout, stderr, code := runBaton(t, "", "bench", "versus", "--predict-from", dir, "--sim-scenarios", scen)
+	if code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{"scale-out: baton sim beside the run", "baton-smooth", "smooth", " x"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(scen, "baton-smooth-scale-out.txt")); err != nil {
+		t.Errorf("scenario not written: %v", err)
+	}
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--predict-from", filepath.Join(dir, "none")}, "versus.json"},
+		{[]string{"--predict-from", dir, "--engines", "goka"}, "--engines do not apply"},
+	} {
+		_, stderr, code := runBaton(t, "", append([]string{"bench", "versus"}, bad.args...)...)
+		if code != 2 || !strings.Contains(stderr, bad.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", bad.args, code, stderr, bad.want)
 		}
 	}
 }
