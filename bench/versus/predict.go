@@ -219,8 +219,9 @@ func pauses(rec Recording, ev Event, until time.Duration) [][]pause {
 func measure(r Run) Measured {
 	rec, ev := *r.Recording, r.Window
 	m := Measured{Balanced: r.Figures.Balanced, TimeToBalance: r.Figures.TimeToBalance}
-	// Until the last arrival of the partition written last: every
-	// partition was still being written up to there.
+	// Up to the earliest of the partitions' last arrivals: every
+	// partition was still being written up to there (input stops before
+	// the recording ends).
 	until := time.Duration(math.MaxInt64)
 	last := make([]time.Duration, rec.Partitions)
 	for _, a := range rec.Arrivals {
