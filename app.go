@@ -75,8 +75,12 @@ type App struct {
 	closed       bool // close ran since the last open
 	tasks        map[string]*task
 	openingTasks map[string]bool
-	closing      map[string]chan struct{} // task -> closed when its stores' background close ends
-	backlog      map[string][]*kgo.Record // polled records of active tasks not running yet
+	// reopen holds, per task, an open asked for while an earlier open of
+	// the same task was still running: it starts once that one is back
+	// and closed (two opens at once would contend for the store's lock).
+	reopen  map[string]*task
+	closing map[string]chan struct{} // task -> closed when its stores' background close ends
+	backlog map[string][]*kgo.Record // polled records of active tasks not running yet
 
 	// Written by the loop, read by any goroutine.
 	snapshot atomic.Pointer[instance.Snapshot] // what Subscription reports
@@ -142,7 +146,7 @@ func New(top *topology.Topology, opts ...Option) (*App, error) {
 	}
 	a := &App{cfg: cfg, top: top, log: cfg.logger.With("instance", cfg.instanceID),
 		subs: map[int]topology.Subtopology{}, bySource: map[string]int{}, byChangelog: map[string]storeRef{},
-		tasks: map[string]*task{}, openingTasks: map[string]bool{}, topicParts: map[string]int32{}, closing: map[string]chan struct{}{},
+		tasks: map[string]*task{}, openingTasks: map[string]bool{}, reopen: map[string]*task{}, topicParts: map[string]int32{}, closing: map[string]chan struct{}{},
 		diskCP: map[string]map[string]int64{}, backlog: map[string][]*kgo.Record{},
 		wake: make(chan struct{}, 1), leaveNow: make(chan struct{}), ch: newLoopChans()}
 	a.runCtx, a.cancel = context.WithCancelCause(context.Background())
@@ -348,6 +352,7 @@ func (a *App) reset() {
 	a.ch = newLoopChans()
 	a.shell = nil
 	a.tasks, a.openingTasks, a.closing = map[string]*task{}, map[string]bool{}, map[string]chan struct{}{}
+	a.reopen = map[string]*task{}
 	a.backlog, a.diskCP = map[string][]*kgo.Record{}, map[string]map[string]int64{}
 	a.snapshot.Store(&instance.Snapshot{Lags: map[string]int64{}})
 	a.view.Store(&[]taskView{})

@@ -682,6 +682,19 @@ func (s *shell) rebuild(t *task, st *taskStore, tp topicPart, cause error) bool 
 func (s *shell) opened(o opened) {
 	a := s.a
 	delete(a.openingTasks, o.t.id)
+	if next, ok := a.reopen[o.t.id]; ok {
+		// The core asked for the stores again while this open ran (the
+		// task was dropped and assigned again): this result is stale.
+		// Close what it opened; the newer open waits for that close, and
+		// its answer is the one the core gets.
+		delete(a.reopen, o.t.id)
+		if o.in.Err == "" {
+			o.t.stores = o.stores
+			a.closeTask(o.t)
+		}
+		a.openAsync(next)
+		return
+	}
 	t, ok := a.tasks[o.t.id]
 	if !ok || t != o.t || s.core.Role(o.t.id).Role == lifecycle.None {
 		// Dropped while opening: close what was opened.
@@ -710,6 +723,10 @@ func (a *App) opening(id string) bool { return a.openingTasks[id] }
 // changelogs' start and end offsets; the result comes back as Opened, and
 // the stores are the loop's from then on.
 func (a *App) openAsync(t *task) {
+	if a.openingTasks[t.id] {
+		a.reopen[t.id] = t
+		return
+	}
 	prev := a.closing[t.id]
 	a.openingTasks[t.id] = true
 	a.closers.Add(1) // Run waits for it before the state dir lock goes

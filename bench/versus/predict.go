@@ -183,10 +183,12 @@ type pause struct {
 }
 
 // pauses returns each partition's stalls in (ev.At, until]: the gaps
-// between arrivals longer than the longest gap of the steady window,
-// each counted from the event at the earliest, less the steady median
-// gap (the model processes continuously; a partition's normal rhythm is
-// not unavailability).
+// between arrivals longer than twice the longest gap of the steady
+// window, each counted from the event at the earliest, less the steady
+// median gap (the model processes continuously; a partition's normal
+// rhythm is not unavailability). Twice: output that comes in bursts (a
+// producer's linger) has, over minutes, many gaps a little longer than
+// the longest of a 30 s window, and none of them is a stop.
 func pauses(rec Recording, ev Event, until time.Duration) [][]pause {
 	byPart := make([][]time.Duration, rec.Partitions)
 	for _, a := range rec.Arrivals {
@@ -203,7 +205,7 @@ func pauses(rec Recording, ev Event, until time.Duration) [][]pause {
 				continue
 			}
 			to = min(to, until)
-			if to-from <= longest {
+			if to-from <= 2*longest {
 				continue
 			}
 			from = max(from, ev.At)

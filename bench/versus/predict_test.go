@@ -174,7 +174,7 @@ func TestPredictScaleOut(t *testing.T) {
 	if err := Print(&out, res); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"baton sim beside the run", "kstreams-streams  no prediction", "probing"} {
+	for _, want := range []string{"baton sim beside the run", "kstreams-streams: no prediction", "probing"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the tables lack %q:\n%s", want, out.String())
 		}

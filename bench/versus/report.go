@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -129,10 +130,11 @@ func printPredictions(w io.Writer, res *Result, ev string) error {
 	fmt.Fprintf(w, "%s: baton sim beside the run (measured / predicted, and predicted / measured; count tasks)\n", ev)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "engine\tpolicy\trestore/s\ttime to balance\tunavailable task-s\tmost unavailable\trestored\t")
+	var none []string
 	for _, r := range runs {
 		p := r.Prediction
 		if p.Error != "" {
-			fmt.Fprintf(tw, "%s\tno prediction: %s\t\t\t\t\t\t\n", r.Configuration, p.Error)
+			none = append(none, fmt.Sprintf("%s: no prediction: %s", r.Configuration, strings.TrimPrefix(p.Error, "versus: "+r.Configuration+": ")))
 			continue
 		}
 		m := p.Measured
@@ -161,6 +163,9 @@ func printPredictions(w io.Writer, res *Result, ev string) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, n := range none {
+		fmt.Fprintln(w, n)
 	}
 	fmt.Fprintln(w)
 	return nil

@@ -36,9 +36,9 @@ func TestBenchVersusShort(t *testing.T) {
 		}
 	}
 	tg := kafkatest.ForTest(t)
-	out := t.TempDir()
+	out, scen := t.TempDir(), t.TempDir()
 	stdout, stderr, code := runBaton(t, "", "bench", "versus", "--short", "--brokers", tg.Bootstrap(),
-		"--engines", strings.Join(engines, ","), "--compare", compare, "--out", out, "-v")
+		"--engines", strings.Join(engines, ","), "--compare", compare, "--out", out, "--sim-scenarios", scen, "-v")
 	t.Logf("stdout:\n%s", stdout)
 	if code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
@@ -56,6 +56,17 @@ func TestBenchVersusShort(t *testing.T) {
 		ran[r.Configuration] = true
 		if r.Error != "" || !r.Counts.Exact() || r.Counts.Words == 0 {
 			t.Errorf("%s %s: error %q, counts %+v", r.Configuration, r.Event, r.Error, r.Counts)
+		}
+		// The simulator models baton and Kafka Streams' classic protocol:
+		// their runs get a scenario and a prediction.
+		if r.Configuration == "goka" {
+			continue
+		}
+		switch p := r.Prediction; {
+		case p == nil || p.Error != "":
+			t.Errorf("%s %s: prediction %+v", r.Configuration, r.Event, p)
+		case filepath.Dir(p.Scenario) != scen:
+			t.Errorf("%s %s: scenario %s not in %s", r.Configuration, r.Event, p.Scenario, scen)
 		}
 	}
 	for _, tp := range res.Throughput {
