@@ -591,17 +591,7 @@ func predict(in scenarioInput, ef *EventFigures, dir string) (*Prediction, error
 			return pr, fmt.Errorf("bench: writing the sim scenario of %s: %w", in.event, err)
 		}
 	}
-	sc, err := sim.ParseString(pr.Scenario, text)
-	if err != nil {
-		pr.Error = err.Error()
-		return pr, nil
-	}
-	pol, err := sim.ParsePolicy(in.policy)
-	if err != nil {
-		pr.Error = err.Error()
-		return pr, nil
-	}
-	r, err := sim.Run(sc, pol, sim.Options{})
+	r, err := sim.RunText(pr.Scenario, text, in.policy)
 	if err != nil {
 		pr.Error = err.Error()
 		return pr, nil

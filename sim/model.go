@@ -231,6 +231,20 @@ type engine struct {
 	onState func(assign.State)
 }
 
+// RunText parses a scenario's text (name names it in errors) and runs it
+// under the built-in policy named policy, with default options.
+func RunText(name, text, policy string) (*Result, error) {
+	sc, err := ParseString(name, text)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := ParsePolicy(policy)
+	if err != nil {
+		return nil, err
+	}
+	return Run(sc, pol, Options{})
+}
+
 // Run simulates the scenario under the policy. The run is deterministic:
 // the same scenario, policy and options give the same Result.
 func Run(sc *Scenario, pol Policy, opt Options) (*Result, error) {

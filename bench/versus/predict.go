@@ -373,17 +373,7 @@ func predictRun(res *Result, i int, model Model, dir string) (*Prediction, error
 			return nil, fmt.Errorf("versus: writing the sim scenario of %s %s: %w", r.Configuration, r.Event, err)
 		}
 	}
-	sc, err := sim.ParseString(pr.Scenario, text)
-	if err != nil {
-		pr.Error = err.Error()
-		return pr, nil
-	}
-	pol, err := sim.ParsePolicy(model.Policy)
-	if err != nil {
-		pr.Error = err.Error()
-		return pr, nil
-	}
-	out, err := sim.Run(sc, pol, sim.Options{})
+	out, err := sim.RunText(pr.Scenario, text, model.Policy)
 	if err != nil {
 		pr.Error = err.Error()
 		return pr, nil
