@@ -234,7 +234,7 @@ func measure(r Run) Measured {
 	for _, at := range last {
 		until = min(until, at)
 	}
-	if until <= ev.At {
+	if len(last) == 0 || until <= ev.At {
 		return m
 	}
 	m.Until = until - ev.At
