@@ -111,6 +111,23 @@ func (r *Recorder) Sample() {
 	}
 }
 
+// progressedSince reports whether each of tasks showed progress, on any
+// instance, in a sample taken at or after t.
+func (r *Recorder) progressedSince(t time.Duration, tasks []string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := map[string]bool{}
+	for i := len(r.prog) - 1; i >= 0 && r.prog[i].At >= t; i-- {
+		seen[r.prog[i].Task] = true
+	}
+	for _, id := range tasks {
+		if !seen[id] {
+			return false
+		}
+	}
+	return true
+}
+
 // Snapshot returns a copy of what was recorded so far.
 func (r *Recorder) Snapshot() Recording {
 	r.mu.Lock()

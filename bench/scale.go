@@ -165,6 +165,15 @@ type script struct {
 	before []groupMember
 }
 
+// taskIDs lists the wordcount's tasks: 0_p and 1_p for every partition.
+func (s *script) taskIDs() []string {
+	ids := make([]string, 0, 2*s.cfg.Partitions)
+	for p := range s.cfg.Partitions {
+		ids = append(ids, fmt.Sprintf("0_%d", p), fmt.Sprintf("1_%d", p))
+	}
+	return ids
+}
+
 func (s *script) logf(format string, args ...any) {
 	fmt.Fprintf(s.cfg.Log, "%7.1fs  %s\n", time.Since(s.rec.start).Seconds(), fmt.Sprintf(format, args...))
 }
@@ -331,6 +340,14 @@ func (s *script) snapshot(group ...*instance) {
 func (s *script) event(name string, t0 time.Duration, act simEvent, live ...*instance) error {
 	s.logf("event %s", name)
 	balancedAt, err := s.balancedSince(name, live...)
+	if err == nil {
+		// A task may be assigned before it runs (its stores still
+		// opening): the window stays open until every task made
+		// progress after the balance, so that no pause is cut short.
+		err = waitFor(s.ctx, s.cfg.Timeout, name+": every task to run after the balance", func() bool {
+			return s.rec.progressedSince(balancedAt, s.taskIDs())
+		})
+	}
 	w := Window{Event: name, Start: t0, Balanced: balancedAt, Baseline: s.cfg.Steady}
 	w.End = s.now()
 	if err == nil {
