@@ -34,11 +34,11 @@ func BenchmarkScaleOut(b *testing.B) {
 			// Time the assignor apart from the simulator around it.
 			var inAssign time.Duration
 			inner := pol.Assign
-			pol.Assign = func(s assign.State) (assign.Plan, error) {
+			pol.Assign = func(s assign.State) (assign.Plan, bool, error) {
 				start := time.Now()
-				p, err := inner(s)
+				p, probe, err := inner(s)
 				inAssign += time.Since(start)
-				return p, err
+				return p, probe, err
 			}
 			b.Run(size.name+"/"+name, func(b *testing.B) {
 				inAssign = 0

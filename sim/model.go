@@ -1006,10 +1006,16 @@ func (e *engine) state() (assign.State, []*instState) {
 	s := assign.State{Config: e.sc.Config, Tasks: e.stTasks}
 	var members []*instState
 	for _, in := range e.insts {
-		if !in.inGroup || !in.running {
-			continue
+		if in.inGroup && in.running {
+			members = append(members, in)
 		}
-		members = append(members, in)
+	}
+	if e.pol.ProcessOrder {
+		slices.SortStableFunc(members, func(a, b *instState) int {
+			return compareProcesses(a.spec.ProcessKey(), b.spec.ProcessKey())
+		})
+	}
+	for _, in := range members {
 		e.sync(in)
 		for _, c := range in.behind {
 			t := e.tasks[c.task]

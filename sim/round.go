@@ -29,7 +29,7 @@ func (e *engine) applyRound() {
 	if e.onState != nil {
 		e.onState(st)
 	}
-	plan, err := e.pol.Assign(st)
+	plan, probe, err := e.pol.Assign(st)
 	if err != nil {
 		e.fail(fmt.Errorf("sim: %s: rebalance #%d at %s: %w", e.sc.Name, r.n, fmtTime(e.now), err))
 		return
@@ -225,11 +225,10 @@ func (e *engine) applyRound() {
 	r.active = false
 	pending, pendWhy, pendSelf := r.pending, r.pendWhy, r.pendSelf
 	r.pending, r.pendWhy, r.pendSelf = false, nil, nil
-	if e.pol.Probing {
-		e.probingGen++
-		if e.learners > 0 {
-			e.push(e.now+e.sc.Timing.Probing, evProbing, e.probingGen)
-		}
+	// A round's assignment replaces the last one's probing schedule.
+	e.probingGen++
+	if probe {
+		e.push(e.now+e.sc.Timing.Probing, evProbing, e.probingGen)
 	}
 	switch {
 	case plan.Followup:

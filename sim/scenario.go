@@ -107,7 +107,12 @@ type InstanceSpec struct {
 	ID       string
 	Capacity int
 	Rack     string
-	Restore  float64 // records/s
+	// Process is the instance's process id, which orders the clients of
+	// the probing policy (Kafka Streams deals its tasks over its clients
+	// in the order of their random process ids); empty: the id orders
+	// it (ProcessKey).
+	Process string
+	Restore float64 // records/s
 	// Active and Standby place tasks explicitly; tasks placed nowhere are
 	// dealt to the instances in proportion to capacity.
 	Active, Standby []assign.TaskID
@@ -543,6 +548,12 @@ func (p *parser) instanceSettings(spec *InstanceSpec, m map[string]string) error
 		}
 	}
 	spec.Rack = m["rack"]
+	if v, ok := m["process"]; ok {
+		if v == "" || strings.Contains(v, ",") {
+			return p.errf("bad process %q", v)
+		}
+		spec.Process = v
+	}
 	return nil
 }
 
@@ -594,13 +605,13 @@ func (p *parser) diskList(v string) ([]DiskCopy, error) {
 	return out, nil
 }
 
-// instance ID [capacity=N] [restore=N] [rack=R] [active=T,T] [standby=T,T] [disk=T:LAG,T:LAG]
+// instance ID [capacity=N] [restore=N] [rack=R] [process=P] [active=T,T] [standby=T,T] [disk=T:LAG,T:LAG]
 func (p *parser) parseInstance(args []string) error {
 	if len(args) == 0 || strings.Contains(args[0], "=") {
-		return p.errf("want `instance ID [capacity=N] [restore=N] [rack=R] [active=T,..] [standby=T,..] [disk=T:LAG,..] [beat=D]`")
+		return p.errf("want `instance ID [capacity=N] [restore=N] [rack=R] [process=P] [active=T,..] [standby=T,..] [disk=T:LAG,..] [beat=D]`")
 	}
 	active, standby := lifecycle.Active.String(), lifecycle.Standby.String()
-	m, err := p.kv(args[1:], "capacity", "restore", "rack", active, standby, "disk", "beat")
+	m, err := p.kv(args[1:], "capacity", "restore", "rack", "process", active, standby, "disk", "beat")
 	if err != nil {
 		return err
 	}
@@ -684,7 +695,7 @@ func (p *parser) parseInstances(args []string) error {
 	return nil
 }
 
-// at TIME join ID|N [capacity=N] [restore=N] [rack=R]
+// at TIME join ID|N [capacity=N] [restore=N] [rack=R] [process=P]
 // at TIME crash|leave ID
 // at TIME restart ID [down=D]
 // at TIME capacity ID N
@@ -709,12 +720,15 @@ func (p *parser) parseEvent(args []string) error {
 	rest := args[3:]
 	switch ev.Kind {
 	case EventJoin:
-		m, err := p.kv(rest, "capacity", "restore", "rack")
+		m, err := p.kv(rest, "capacity", "restore", "rack", "process")
 		if err != nil {
 			return err
 		}
 		var ids []string
 		if n, err := strconv.Atoi(args[2]); err == nil {
+			if _, ok := m["process"]; ok {
+				return p.errf("process= names one instance: join it by id")
+			}
 			if n < 1 {
 				return p.errf("join count must be >= 1")
 			}
