@@ -364,7 +364,7 @@ func predictRun(res *Result, i int, model Model, dir string) (*Prediction, error
 	p.State = int64(math.Round(float64(ProcessedAt(rec.Status, ev.At)) * float64(cfg.WordsPerLine) / parts))
 	p.Rate = float64(cfg.Rate) * float64(cfg.WordsPerLine) / parts
 	pr.Params = p
-	text := scenarioText(r, cfg, p, latest(rec.Status, ev.At))
+	text := scenarioText(r, cfg, p, latest(rec.Status, ev.At), processes(rec.Status))
 	name := fmt.Sprintf("%s-%s.txt", r.Configuration, r.Event)
 	pr.Scenario = name
 	if dir != "" {
@@ -398,6 +398,27 @@ func predictRun(res *Result, i int, model Model, dir string) (*Prediction, error
 	return pr, nil
 }
 
+// processes maps each instance to the process id its status lines gave,
+// the last one if it changed; instances that gave none are missing.
+func processes(status []Status) map[string]string {
+	m := map[string]string{}
+	for _, s := range status {
+		if s.Line.Process != "" {
+			m[s.Line.Instance] = s.Line.Process
+		}
+	}
+	return m
+}
+
+// processAttr is the scenario attribute that gives instance name its
+// process id, or "" if none is known.
+func processAttr(process map[string]string, name string) string {
+	if id := process[name]; id != "" {
+		return " process=" + id
+	}
+	return ""
+}
+
 func lastStatus(status []Status) time.Duration {
 	if len(status) == 0 {
 		return 0
@@ -407,7 +428,7 @@ func lastStatus(status []Status) time.Duration {
 
 // scenarioText is the scenario of run r: the group as its status lines
 // showed it at the event, the event, and the model's parameters.
-func scenarioText(r Run, cfg Config, p Params, before map[string]StatusLine) string {
+func scenarioText(r Run, cfg Config, p Params, before map[string]StatusLine, process map[string]string) string {
 	var b strings.Builder
 	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	m := p.Model
@@ -442,9 +463,12 @@ func scenarioText(r Run, cfg Config, p Params, before map[string]StatusLine) str
 	}
 	restore := fmt.Sprintf("%.0f", math.Max(1, p.RestoreRate))
 	line("# beat: not seen from outside; half a heartbeat, the expected wait at a random phase.")
+	if len(process) > 0 {
+		line("# process: the engine's id of each instance, which orders the clients of its assignor.")
+	}
 	for _, name := range slices.Sorted(maps.Keys(before)) {
 		s := before[name]
-		l := fmt.Sprintf("instance %s restore=%s beat=%v", name, restore, m.Heartbeat/2)
+		l := fmt.Sprintf("instance %s restore=%s beat=%v", name, restore, m.Heartbeat/2) + processAttr(process, name)
 		if act := slices.Sorted(slices.Values(s.Active)); len(act) > 0 {
 			l += " active=" + strings.Join(act, ",")
 		}
@@ -455,7 +479,7 @@ func scenarioText(r Run, cfg Config, p Params, before map[string]StatusLine) str
 	}
 	switch r.Event {
 	case "scale-out":
-		line("at 0s join c restore=%s", restore)
+		line("at 0s join c restore=%s%s", restore, processAttr(process, "c"))
 	case "scale-in":
 		line("at 0s leave c")
 	default:

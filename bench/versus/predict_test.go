@@ -189,3 +189,48 @@ func mustRead(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// TestScenarioProcessIDs: the process ids Kafka Streams' status lines
+// give (its assignor orders clients by them) reach the scenario, the
+// joining instance's too, and the scenario reads back; an engine that
+// gives none writes none.
+func TestScenarioProcessIDs(t *testing.T) {
+	ids := map[string]string{"a": "7c0e4b2a-0000-4000-8000-000000000002", "b": "1f3d9a10-0000-4000-8000-000000000001", "c": "f0aa0000-0000-4000-8000-000000000003"}
+	res := &Result{Config: Config{Partitions: 4, WordsPerLine: 1000, Rate: 10, Guarantee: "at-least-once"}}
+	for _, name := range []string{"kstreams-probe1m", "baton-smooth"} {
+		c, _ := findConfiguration(name)
+		res.Config.Configurations = append(res.Config.Configurations, c)
+		r := scaleOutRun(name)
+		if name == "kstreams-probe1m" {
+			for i := range r.Recording.Status {
+				r.Recording.Status[i].Line.Process = ids[r.Recording.Status[i].Line.Instance]
+			}
+		}
+		res.Runs = append(res.Runs, r)
+	}
+	if err := Predict(res, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	ks, smooth := res.Runs[0].Prediction, res.Runs[1].Prediction
+	if ks.Error != "" || smooth.Error != "" {
+		t.Fatalf("predictions: %+v, %+v", ks, smooth)
+	}
+	text := mustRead(t, ks.Scenario)
+	for _, want := range []string{"instance a restore=", "process=" + ids["a"], "process=" + ids["b"], "at 0s join c restore=100000 process=" + ids["c"]} {
+		if !strings.Contains(text, want) {
+			t.Errorf("%s lacks %q:\n%s", ks.Scenario, want, text)
+		}
+	}
+	sc, err := sim.ParseString(ks.Scenario, text)
+	if err != nil {
+		t.Fatalf("%s does not read back: %v", ks.Scenario, err)
+	}
+	for _, in := range sc.Instances {
+		if in.Process != ids[in.ID] {
+			t.Errorf("instance %s: process %q, want %q", in.ID, in.Process, ids[in.ID])
+		}
+	}
+	if s := mustRead(t, smooth.Scenario); strings.Contains(s, "process=") {
+		t.Errorf("baton's scenario names process ids:\n%s", s)
+	}
+}

@@ -9,13 +9,16 @@ import (
 // StatusLine is the JSON line every engine prints on stdout once a second
 // (compare/README.md, "The contract every peer keeps").
 type StatusLine struct {
-	Engine   string   `json:"engine"`
-	Instance string   `json:"instance"`
-	TimeMS   int64    `json:"time_ms"`
-	State    string   `json:"state"`
-	Active   []string `json:"active"`
-	Standby  []string `json:"standby"`
-	Warmup   []string `json:"warmup"`
+	Engine   string `json:"engine"`
+	Instance string `json:"instance"`
+	// Process is the engine's own id of the instance, where its assignor
+	// orders instances by it (Kafka Streams' process id); "" if not given.
+	Process string   `json:"process,omitempty"`
+	TimeMS  int64    `json:"time_ms"`
+	State   string   `json:"state"`
+	Active  []string `json:"active"`
+	Standby []string `json:"standby"`
+	Warmup  []string `json:"warmup"`
 	// Processed counts input records (lines) this instance processed
 	// since it started.
 	Processed int64 `json:"processed"`

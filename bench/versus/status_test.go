@@ -36,6 +36,13 @@ func TestParseStatusLine(t *testing.T) {
 	if s.Restored != nil {
 		t.Fatalf("a line without restored: restored %d, want not observed", *s.Restored)
 	}
+	if s.Process != "" {
+		t.Fatalf("a line without process: process %q", s.Process)
+	}
+	s, ok, err = ParseStatusLine(`{"engine":"kstreams","instance":"b","process":"1f3d9a10-aaaa-4000-8000-000000000001"}`)
+	if !ok || err != nil || s.Process != "1f3d9a10-aaaa-4000-8000-000000000001" {
+		t.Fatalf("process: got %+v ok %v err %v", s, ok, err)
+	}
 	s, ok, err = ParseStatusLine(`{"engine":"kstreams","instance":"b","restored":0}`)
 	if !ok || err != nil || s.Restored == nil || *s.Restored != 0 {
 		t.Fatalf("restored 0: got %+v ok %v err %v", s, ok, err)

@@ -1,5 +1,9 @@
 package org.batonstreams.peer;
 
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -14,6 +18,8 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
@@ -109,6 +115,8 @@ public final class Main {
             throw new Fatal("--state-dir " + f.stateDir + ": " + oneLine(e));
         }
 
+        String processId = processId(f);
+
         // Kafka Streams calls the global restore listener for the stores
         // of active tasks only (standby and warm-up replicas report to
         // the StandbyUpdateListener): the contract's restored.
@@ -160,7 +168,7 @@ public final class Main {
         streams.start();
         ticker.scheduleAtFixedRate(() -> {
             try {
-                System.out.println(status(f.instance, streams, subtopologyIds, processed.get(),
+                System.out.println(status(f.instance, processId, streams, subtopologyIds, processed.get(),
                         restored.get(), f.standbys == 0));
             } catch (RuntimeException e) {
                 System.err.println(ENGINE + ": status: " + oneLine(e));
@@ -239,7 +247,27 @@ public final class Main {
         return m;
     }
 
-    static String status(String instance, KafkaStreams streams, Map<Integer, String> ids,
+    /**
+     * The process id Kafka Streams chose for this instance, read from the
+     * file in which it keeps it across restarts (written when the
+     * KafkaStreams object is built, for a topology with persistent stores);
+     * "" when it cannot be read. Its assignor orders clients by it, so it
+     * decides where the target assignment puts each task.
+     */
+    static String processId(Flags f) {
+        Path file = Paths.get(f.stateDir, f.appId, "kafka-streams-process-metadata");
+        try {
+            Matcher m = PROCESS_ID.matcher(Files.readString(file));
+            return m.find() ? m.group(1) : "";
+        } catch (IOException e) {
+            System.err.println(ENGINE + ": process id: " + oneLine(e));
+            return "";
+        }
+    }
+
+    private static final Pattern PROCESS_ID = Pattern.compile("\"processId\"\\s*:\\s*\"([0-9a-fA-F-]+)\"");
+
+    static String status(String instance, String processId, KafkaStreams streams, Map<Integer, String> ids,
                          long processed, long restored, boolean standbysAreWarmups) {
         TreeSet<String> active = new TreeSet<>();
         TreeSet<String> standby = new TreeSet<>();
@@ -262,6 +290,10 @@ public final class Main {
         StringBuilder b = new StringBuilder(160);
         b.append("{\"engine\":\"").append(ENGINE).append("\",\"instance\":");
         Json.string(b, instance);
+        if (!processId.isEmpty()) {
+            b.append(",\"process\":");
+            Json.string(b, processId);
+        }
         b.append(",\"time_ms\":").append(System.currentTimeMillis());
         b.append(",\"state\":");
         Json.string(b, streams.state().name());
