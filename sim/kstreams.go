@@ -52,6 +52,21 @@ func assignKStreams(s assign.State) (assign.Plan, bool, error) {
 	return g.plan(), moves > 0, nil
 }
 
+// settledKStreams is the assignment a group settled under Kafka Streams
+// runs: the target of steps 1, 2 and 5, with nothing left to move. Given
+// it, with every copy caught up, assignKStreams plans the same and
+// schedules no movement.
+func settledKStreams(s assign.State) (assign.Plan, error) {
+	if err := assign.Validate(s); err != nil {
+		return assign.Plan{}, err
+	}
+	g := newKSGroup(s)
+	g.targetActives()
+	g.targetStandbys()
+	g.statelessActives()
+	return g.plan(), nil
+}
+
 // running is the lag of a client's running active (Kafka Streams'
 // Task.LATEST_OFFSET): caught up, and ahead of any other copy.
 const running = -1

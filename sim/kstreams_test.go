@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/lifecycle"
 )
 
 // ksState builds a leader's input: clients in process order, each written
@@ -253,4 +254,151 @@ func TestProcessAttribute(t *testing.T) {
 	if _, err := ParseString("p", "task 1_0\ninstance a\nat 1s join 2 process=p1\n"); err == nil {
 		t.Error("join 2 process=p1 parsed")
 	}
+}
+
+// placement is the engine's assignment, one line per instance in the
+// engine's order: "id A:.. S:.. L:..", each list in byte order.
+func placement(e *engine) string {
+	var b strings.Builder
+	for _, in := range e.insts {
+		var a, s, l []string
+		for _, tk := range e.tasks {
+			if tk.owner == in.idx {
+				a = append(a, string(tk.spec.ID))
+			}
+		}
+		for ti, c := range in.copies {
+			switch c.role {
+			case lifecycle.Standby:
+				s = append(s, string(e.tasks[ti].spec.ID))
+			case lifecycle.Learner:
+				l = append(l, string(e.tasks[ti].spec.ID))
+			}
+		}
+		slices.Sort(a)
+		slices.Sort(s)
+		slices.Sort(l)
+		fmt.Fprintf(&b, "%s A:%s S:%s L:%s\n", in.spec.ID, strings.Join(a, ","), strings.Join(s, ","), strings.Join(l, ","))
+	}
+	return b.String()
+}
+
+func startEngine(t *testing.T, text, policy string) (*Scenario, *engine) {
+	t.Helper()
+	sc, err := ParseString("s", text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := ParsePolicy(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEngine(sc, pol, Options{Detail: true, Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc, e
+}
+
+// settledScenario leaves every task to the deal. The instances come a, b,
+// c; their processes order them b, c, a. The capacity event changes
+// nothing but makes a rebalance.
+const settledScenario = `
+config standbys=1 max_learners=2 acceptable_lag=100
+timing probing=1m
+tasks stateful=7 stateless=3 state=1e6
+instance a process=p3
+instance b process=p1
+instance c process=p2
+at 10s capacity a 1
+limit 1h
+`
+
+// TestKStreamsSettledStart: under probing the tasks of the deal start on
+// Kafka Streams' target (the stateful tasks round-robin over b, c, a;
+// standbys on the least loaded client; stateless by fewest actives), so
+// a rebalance of the same group moves nothing.
+func TestKStreamsSettledStart(t *testing.T) {
+	_, e := startEngine(t, settledScenario, "probing")
+	want := "a A:0_1,1_2,1_5 S:1_1,1_4 L:\nb A:0_2,1_0,1_3,1_6 S:1_2,1_5 L:\nc A:0_0,1_1,1_4 S:1_0,1_3,1_6 L:\n"
+	if got := placement(e); got != want {
+		t.Errorf("time 0:\n%swant:\n%s", got, want)
+	}
+	e.loop()
+	if e.err != nil {
+		t.Fatal(e.err)
+	}
+	e.finish()
+	r := e.res
+	for _, v := range r.Violations {
+		t.Error(v)
+	}
+	if r.Rebalances == 0 {
+		t.Fatal("no rebalance")
+	}
+	if got := placement(e); r.Moves != 0 || got != want {
+		t.Errorf("after %d rebalances: %d moves, placement:\n%s", r.Rebalances, r.Moves, got)
+	}
+}
+
+// TestKStreamsStartKeepsExplicit: tasks a scenario places stay where it
+// put them under probing, whether every task is placed (as `baton bench
+// versus` writes them) or some are left to the deal; smooth keeps the
+// deal.
+func TestKStreamsStartKeepsExplicit(t *testing.T) {
+	explicit := `
+config standbys=1
+tasks stateful=4 stateless=1
+instance a process=p2 active=1_0,1_1,1_2 standby=1_3
+instance b process=p1 active=1_3,0_0 standby=1_0
+at 10s join c
+`
+	_, e := startEngine(t, explicit, "probing")
+	if got, want := placement(e), "a A:1_0,1_1,1_2 S:1_3 L:\nb A:0_0,1_3 S:1_0 L:\n"; got != want {
+		t.Errorf("every task placed: time 0:\n%swant:\n%s", got, want)
+	}
+
+	mixed := `
+config standbys=1
+tasks stateful=6 stateless=2
+instance a process=p2 active=1_0,1_1 standby=1_2
+instance b process=p1
+instance c process=p3
+`
+	sc, e := startEngine(t, mixed, "probing")
+	for _, tk := range e.tasks {
+		if id := tk.spec.ID; (id == "1_0" || id == "1_1") && e.insts[tk.owner].spec.ID != "a" {
+			t.Errorf("mixed: %s active on %s, want a", id, e.insts[tk.owner].spec.ID)
+		}
+	}
+	if c := e.insts[0].copies[e.taskIx["1_2"]]; c == nil || c.role != lifecycle.Standby {
+		t.Errorf("mixed: a lost its standby of 1_2:\n%s", placement(e))
+	}
+	for _, tk := range sc.Tasks {
+		if want := tk.ID != "1_0" && tk.ID != "1_1" && tk.ID != "1_2"; tk.Dealt != want {
+			t.Errorf("mixed: %s dealt %v, want %v", tk.ID, tk.Dealt, want)
+		}
+	}
+
+	// Smooth starts from the deal, as parsed: blocks in instance order.
+	sc, e = startEngine(t, settledScenario, "smooth")
+	var want strings.Builder
+	for _, in := range sc.Instances {
+		a := slices.Clone(in.Active)
+		slices.Sort(a)
+		s := slices.Clone(in.Standby)
+		slices.Sort(s)
+		fmt.Fprintf(&want, "%s A:%s S:%s L:\n", in.ID, strings.Join(toStrings(a), ","), strings.Join(toStrings(s), ","))
+	}
+	if got := placement(e); got != want.String() || !strings.HasPrefix(got, "a A:0_0,1_0,1_1,1_2 ") {
+		t.Errorf("smooth: time 0:\n%swant the deal:\n%s", got, want.String())
+	}
+}
+
+func toStrings(ids []assign.TaskID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = string(id)
+	}
+	return out
 }

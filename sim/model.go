@@ -283,7 +283,14 @@ func newEngine(sc *Scenario, pol Policy, opt Options) (*engine, error) {
 		e.taskIx[ts.ID] = i
 	}
 	e.indexTasks()
-	for _, is := range sc.Instances {
+	specs := sc.Instances
+	if pol.SettledStart != nil {
+		var err error
+		if specs, err = e.settledStart(); err != nil {
+			return nil, err
+		}
+	}
+	for _, is := range specs {
 		in := e.addInstance(is)
 		// Its next heartbeat after time 0 is at Beat (by default a
 		// heartbeat after 0, as if it got its assignment at 0).
@@ -343,6 +350,62 @@ func newEngine(sc *Scenario, pol Policy, opt Options) (*engine, error) {
 	}
 	e.note(0, "start", fmt.Sprintf("%d instances, %d tasks (%d stateful), policy %s", len(e.insts), len(e.tasks), e.countStateful(), pol.Name))
 	return e, nil
+}
+
+// settledStart is the scenario's instances at time 0 with the tasks of
+// the deal (TaskSpec.Dealt) placed by the policy's SettledStart; the
+// scenario itself is not changed.
+func (e *engine) settledStart() ([]InstanceSpec, error) {
+	sc := e.sc
+	dealt := map[assign.TaskID]bool{}
+	for _, t := range sc.Tasks {
+		if t.Dealt {
+			dealt[t.ID] = true
+		}
+	}
+	if len(dealt) == 0 {
+		return sc.Instances, nil
+	}
+	order := make([]int, len(sc.Instances))
+	for i := range order {
+		order[i] = i
+	}
+	if e.pol.ProcessOrder {
+		slices.SortStableFunc(order, func(a, b int) int {
+			return compareProcesses(sc.Instances[a].ProcessKey(), sc.Instances[b].ProcessKey())
+		})
+	}
+	s := assign.State{Config: sc.Config, Tasks: e.stTasks}
+	for _, i := range order {
+		is := sc.Instances[i]
+		s.Instances = append(s.Instances, assign.Instance{ID: is.ID, Capacity: is.Capacity, Rack: is.Rack})
+	}
+	p, err := e.pol.SettledStart(s)
+	if err != nil {
+		return nil, fmt.Errorf("sim: %s: the settled start: %w", sc.Name, err)
+	}
+	byID := make(map[string]assign.InstancePlan, len(p.Instances))
+	for _, ip := range p.Instances {
+		byID[ip.ID] = ip
+	}
+	// Each list keeps the scenario's own tasks and takes the dealt
+	// ones from the plan.
+	merge := func(own, plan []assign.TaskID) []assign.TaskID {
+		out := slices.DeleteFunc(slices.Clone(own), func(id assign.TaskID) bool { return dealt[id] })
+		for _, id := range plan {
+			if dealt[id] {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	specs := slices.Clone(sc.Instances)
+	for i := range specs {
+		ip := byID[specs[i].ID]
+		specs[i].Active = merge(specs[i].Active, ip.Active)
+		specs[i].Standby = merge(specs[i].Standby, ip.Standby)
+	}
+	return specs, nil
 }
 
 func (e *engine) countStateful() int {

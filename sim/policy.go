@@ -21,6 +21,14 @@ type Policy struct {
 	// ids) rather than in the order the instances came, and Assign reads
 	// that order.
 	ProcessOrder bool
+	// SettledStart, when set, places the tasks of the scenario's deal
+	// (TaskSpec.Dealt) where a group settled under the policy runs
+	// them, instead of in the deal's blocks. Given the group at time 0
+	// with nothing assigned (the instances in the order Assign sees
+	// them), it returns that assignment; the dealt tasks take their
+	// actives and standbys from it, and every other task stays where
+	// the scenario put it. It must be pure and deterministic.
+	SettledStart func(assign.State) (assign.Plan, error)
 	// RejoinOnReady: a member rejoins as soon as one of its learners is
 	// caught up (baton's smooth scaling).
 	RejoinOnReady bool
@@ -84,7 +92,9 @@ func assignWith(p assign.Policy) func(assign.State) (assign.Plan, bool, error) {
 //     caught-up warm-up is acted on only at the next rebalance (a probing
 //     rebalance comes timing.probing, default 10m, after a round that
 //     scheduled movements), and a leaving instance leaves at once (Kafka
-//     Streams has no drain).
+//     Streams has no drain). The tasks a scenario leaves to the deal start
+//     on Kafka Streams' target for the instances at time 0, where a
+//     group settled under it runs them.
 func ParsePolicy(name string) (Policy, error) {
 	switch name {
 	case "smooth":
@@ -106,7 +116,7 @@ func ParsePolicy(name string) (Policy, error) {
 		// not yet caught up is dropped when the target moves or another
 		// movement, earlier in task order, takes the budget. Not 9:
 		// nothing drains.
-		return Policy{Name: name, Assign: assignKStreams, ProcessOrder: true, UnitLoads: true, ThreadBalance: true,
+		return Policy{Name: name, Assign: assignKStreams, ProcessOrder: true, SettledStart: settledKStreams, UnitLoads: true, ThreadBalance: true,
 			Checks: CheckOneOwner | CheckOneRole | CheckCooperative | CheckStateless | CheckStandbys}, nil
 	}
 	return Policy{}, fmt.Errorf("sim: unknown policy %q (want one of %s)", name, strings.Join(PolicyNames, ", "))

@@ -100,6 +100,11 @@ type TaskSpec struct {
 	Load     float64
 	State    float64 // records in the changelog at time 0
 	Rate     float64 // records/s the task writes while it processes
+	// Dealt: no instance line names the task (active= or standby=), so
+	// its time-0 placement in Scenario.Instances, its active and its
+	// standbys, is the parser's deal, which a policy with
+	// Policy.SettledStart replaces.
+	Dealt bool
 }
 
 // InstanceSpec describes one instance present at time 0.
@@ -114,7 +119,7 @@ type InstanceSpec struct {
 	Process string
 	Restore float64 // records/s
 	// Active and Standby place tasks explicitly; tasks placed nowhere are
-	// dealt to the instances in proportion to capacity.
+	// dealt to the instances in proportion to capacity (TaskSpec.Dealt).
 	Active, Standby []assign.TaskID
 	// Disk is state of stateful tasks the instance holds on disk at time
 	// 0 in no role (left there by an earlier move), each some records
@@ -855,6 +860,7 @@ func (p *parser) finish() error {
 		return &ParseError{Name: p.name, Msg: "no tasks (add `tasks stateful=N` or `task ID`)"}
 	}
 	placed := map[assign.TaskID]string{}
+	named := map[assign.TaskID]bool{}
 	for _, in := range sc.Instances {
 		roles := map[assign.TaskID]bool{}
 		for _, id := range in.Active {
@@ -865,6 +871,7 @@ func (p *parser) finish() error {
 			roles[id] = true
 		}
 		for _, id := range in.Standby {
+			named[id] = true
 			if roles[id] {
 				return &ParseError{Name: p.name, Msg: fmt.Sprintf("instance %q holds task %q in two roles", in.ID, id)}
 			}
@@ -888,6 +895,11 @@ func (p *parser) finish() error {
 		return err
 	}
 	p.deal(placed)
+	for i, t := range sc.Tasks {
+		if _, ok := placed[t.ID]; !ok && !named[t.ID] {
+			sc.Tasks[i].Dealt = true
+		}
+	}
 	return nil
 }
 
