@@ -129,12 +129,15 @@ func ModelOf(conf Configuration, guarantee string) (Model, error) {
 type Params struct {
 	Model Model `json:"model"`
 	// RestoreRate is records/s: the growth of the instances' restored
-	// counts (records restored into active tasks) over the status-line
-	// intervals in which they grew. A restore fills only part of its
-	// first and last interval, so this is a lower bound of the rate.
+	// counts (records restored into active tasks) over the time they
+	// spent restoring, from their restore_ms (RestoreClocked), or else
+	// over the status-line intervals in which the counts grew: a restore
+	// fills only part of its first and last interval, so that is a lower
+	// bound of the rate.
 	RestoreRate    float64       `json:"restore_rate"`
 	RestoreRecords int64         `json:"restore_records"`
 	RestoreTime    time.Duration `json:"restore_time_ns"`
+	RestoreClocked bool          `json:"restore_clocked"`
 	RestoreFrom    string        `json:"restore_from"`
 	// State is each stateful task's changelog length at the event, Rate
 	// its records/s: the lines processed by then and the input rate,
@@ -265,9 +268,13 @@ func measure(r Run) Measured {
 
 // measureRestore sums the growth of each instance's restored count over
 // the intervals between its consecutive status lines that end in (from,
-// to] and in which it grew, and the intervals' lengths.
-func measureRestore(status []Status, from, to time.Duration) (records int64, busy time.Duration) {
+// to] and in which it grew, and the time spent restoring in them: the
+// growth of the instance's restore_ms where both lines give it (at least
+// a millisecond), else the interval's length. clocked says every interval
+// counted had restore_ms.
+func measureRestore(status []Status, from, to time.Duration) (records int64, busy time.Duration, clocked bool) {
 	prev := map[string]Status{}
+	clocked = true
 	for _, s := range status {
 		if s.At > to {
 			break
@@ -280,10 +287,15 @@ func measureRestore(status []Status, from, to time.Duration) (records int64, bus
 		}
 		if d := *s.Line.Restored - *p.Line.Restored; d > 0 {
 			records += d
-			busy += s.At - p.At
+			if s.Line.RestoreMS != nil && p.Line.RestoreMS != nil {
+				busy += time.Duration(max(*s.Line.RestoreMS-*p.Line.RestoreMS, 1)) * time.Millisecond
+			} else {
+				busy += s.At - p.At
+				clocked = false
+			}
 		}
 	}
-	return records, busy
+	return records, busy, clocked && records > 0
 }
 
 // Predict runs the simulator on every run of res that has a recording
@@ -343,16 +355,19 @@ func predictRun(res *Result, i int, model Model, dir string) (*Prediction, error
 	pr := &Prediction{Measured: measure(r), Ratios: map[string]float64{}}
 	p := Params{Model: model, RestoreFrom: FromEvent}
 	until := ev.At + max(pr.Measured.Until, ev.After)
-	p.RestoreRecords, p.RestoreTime = measureRestore(rec.Status, ev.At, until)
+	p.RestoreRecords, p.RestoreTime, p.RestoreClocked = measureRestore(rec.Status, ev.At, until)
 	if p.RestoreRecords == 0 || p.RestoreTime <= 0 {
-		p.RestoreFrom, p.RestoreRecords, p.RestoreTime = FromRun, 0, 0
+		p.RestoreFrom, p.RestoreRecords, p.RestoreTime, p.RestoreClocked = FromRun, 0, 0, true
 		for _, o := range res.Runs {
 			if o.Configuration != r.Configuration || o.Event == r.Event || o.Recording == nil || o.Window.Name == "" {
 				continue
 			}
-			n, d := measureRestore(o.Recording.Status, o.Window.At, lastStatus(o.Recording.Status))
+			n, d, clocked := measureRestore(o.Recording.Status, o.Window.At, lastStatus(o.Recording.Status))
 			p.RestoreRecords += n
 			p.RestoreTime += d
+			if n > 0 {
+				p.RestoreClocked = p.RestoreClocked && clocked
+			}
 		}
 	}
 	if p.RestoreRecords > 0 && p.RestoreTime > 0 {
@@ -452,8 +467,13 @@ func scenarioText(r Run, cfg Config, p Params, before map[string]StatusLine, pro
 		if p.RestoreFrom == FromRun {
 			where = "in the configuration's other events (none in this one)"
 		}
-		line("# restore: %d records restored into active tasks %s, over %v of status-line intervals", p.RestoreRecords, where, p.RestoreTime.Round(time.Millisecond))
-		line("# in which an instance's restored count grew (a lower bound of the rate).")
+		if p.RestoreClocked {
+			line("# restore: %d records restored into active tasks %s, in %v spent restoring", p.RestoreRecords, where, p.RestoreTime.Round(time.Millisecond))
+			line("# (the growth of the instances' restore_ms).")
+		} else {
+			line("# restore: %d records restored into active tasks %s, over %v of status-line intervals", p.RestoreRecords, where, p.RestoreTime.Round(time.Millisecond))
+			line("# in which an instance's restored count grew (a lower bound of the rate).")
+		}
 	}
 	line("# state: the lines processed by the event times %d words, over %d partitions;", cfg.WordsPerLine, cfg.Partitions)
 	line("# rate: %d lines/s times %d words, over the partitions.", cfg.Rate, cfg.WordsPerLine)

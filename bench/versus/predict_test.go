@@ -66,9 +66,23 @@ func TestMeasureRestore(t *testing.T) {
 		{At: 12500 * ms, Line: StatusLine{Instance: "b", Restored: n(4000)}},        // +1000 in 1 s
 		{At: 13 * time.Second, Line: StatusLine{Instance: "a", Restored: n(99999)}}, // after the window
 	}
-	recs, busy := measureRestore(st, 10*time.Second, 12500*ms)
-	if recs != 9000 || busy != 3*time.Second {
-		t.Errorf("measureRestore = %d records in %v, want 9000 in 3s", recs, busy)
+	recs, busy, clocked := measureRestore(st, 10*time.Second, 12500*ms)
+	if recs != 9000 || busy != 3*time.Second || clocked {
+		t.Errorf("measureRestore = %d records in %v (clocked %v), want 9000 in 3s, not clocked", recs, busy, clocked)
+	}
+	// With restore_ms, the time is what the instances spent restoring:
+	// a's 5000 records in 200 ms, b's 3000 in 150 ms and 1000 in 50 ms.
+	for i, v := range []int64{0, 0, 0, 200, 150, 200, 200, 900} {
+		st[i].Line.RestoreMS = n(v)
+	}
+	recs, busy, clocked = measureRestore(st, 10*time.Second, 12500*ms)
+	if recs != 9000 || busy != 400*time.Millisecond || !clocked {
+		t.Errorf("with restore_ms: %d records in %v (clocked %v), want 9000 in 400ms, clocked", recs, busy, clocked)
+	}
+	// One line without it: that interval counts whole.
+	st[4].Line.RestoreMS = nil
+	if _, busy, clocked = measureRestore(st, 10*time.Second, 12500*ms); busy != 200*time.Millisecond+2*time.Second || clocked {
+		t.Errorf("b without restore_ms at 11.5s: %v (clocked %v), want 2.2s, not clocked", busy, clocked)
 	}
 }
 

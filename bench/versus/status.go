@@ -27,6 +27,10 @@ type StatusLine struct {
 	// warm-up replicas read). nil means the engine does not observe it:
 	// the field was absent or -1 on the wire.
 	Restored *int64 `json:"restored,omitempty"`
+	// RestoreMS is the wall time in milliseconds, since the instance
+	// started, during which it was restoring the stores of at least one
+	// active task; nil if the engine does not give it.
+	RestoreMS *int64 `json:"restore_ms,omitempty"`
 }
 
 // ParseStatusLine decodes one stdout line of an engine. A line that is not
@@ -49,6 +53,12 @@ func ParseStatusLine(line string) (s StatusLine, ok bool, err error) {
 			return StatusLine{}, false, fmt.Errorf("versus: status line %q: restored is %d: it is a count, or -1 when not observed", clip(line), *s.Restored)
 		}
 		s.Restored = nil
+	}
+	if s.RestoreMS != nil && *s.RestoreMS < 0 {
+		if *s.RestoreMS != -1 {
+			return StatusLine{}, false, fmt.Errorf("versus: status line %q: restore_ms is %d: it is a duration, or -1 when not observed", clip(line), *s.RestoreMS)
+		}
+		s.RestoreMS = nil
 	}
 	return s, true, nil
 }

@@ -43,6 +43,15 @@ func TestParseStatusLine(t *testing.T) {
 	if !ok || err != nil || s.Process != "1f3d9a10-aaaa-4000-8000-000000000001" {
 		t.Fatalf("process: got %+v ok %v err %v", s, ok, err)
 	}
+	if s.RestoreMS != nil {
+		t.Fatalf("a line without restore_ms: %d", *s.RestoreMS)
+	}
+	if s, _, err = ParseStatusLine(`{"engine":"goka","instance":"b","restore_ms":-1}`); err != nil || s.RestoreMS != nil {
+		t.Fatalf("restore_ms -1: got %+v err %v, want not observed", s, err)
+	}
+	if _, _, err = ParseStatusLine(`{"engine":"goka","instance":"b","restore_ms":-5}`); err == nil || !strings.Contains(err.Error(), "restore_ms") {
+		t.Fatalf("restore_ms -5: err %v, want one naming restore_ms", err)
+	}
 	s, ok, err = ParseStatusLine(`{"engine":"kstreams","instance":"b","restored":0}`)
 	if !ok || err != nil || s.Restored == nil || *s.Restored != 0 {
 		t.Fatalf("restored 0: got %+v ok %v err %v", s, ok, err)

@@ -242,6 +242,11 @@ func runApp(cmd *cobra.Command, build func(str func(string) string) (*topology.T
 		}
 		opts = append(opts, baton.WithEndpoint(ln.Addr().String()))
 	}
+	var restoring *restoreClock
+	if dur("status-every") > 0 {
+		restoring = newRestoreClock()
+		opts = append(opts, baton.WithListener(restoring.listen))
+	}
 	app, err := baton.New(top, opts...)
 	if err != nil {
 		return usageErr(err)
@@ -271,7 +276,7 @@ func runApp(cmd *cobra.Command, build func(str func(string) string) (*topology.T
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			printStatus(sctx, os.Stdout, every, name, app.Status)
+			printStatus(sctx, os.Stdout, every, name, app.Status, restoring)
 		}()
 		defer func() { stopStatus(); <-done }()
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/baton-streams/baton"
@@ -15,8 +16,9 @@ import (
 // statusLine turns one App.Status into the line of the peer contract
 // (compare/README.md) that --status-every prints. processed counts the
 // input lines of the split tasks (0_*) since the process started, restored
-// the changelog records restored into tasks while they were active here.
-func statusLine(st baton.Status, instance string, now time.Time, processed, restored *versus.ProcessedCounter) versus.StatusLine {
+// the changelog records restored into tasks while they were active here,
+// restoring the time spent restoring them.
+func statusLine(st baton.Status, instance string, now time.Time, processed, restored *versus.ProcessedCounter, restoring *restoreClock) versus.StatusLine {
 	l := versus.StatusLine{Engine: "baton", Instance: instance, TimeMS: now.UnixMilli(),
 		Active: []string{}, Standby: []string{}, Warmup: []string{}}
 	switch {
@@ -49,17 +51,66 @@ func statusLine(st baton.Status, instance string, now time.Time, processed, rest
 	l.Processed = processed.Observe(split)
 	r := restored.Observe(rest)
 	l.Restored = &r
+	if restoring != nil {
+		ms := restoring.elapsed(now).Milliseconds()
+		l.RestoreMS = &ms
+	}
 	return l
 }
 
+// restoreClock measures, from an instance's events, the wall time during
+// which at least one of its active tasks was restoring: from the task's
+// EventPaused (active, its state behind its changelog) to its
+// EventRestored, or to its revoke.
+type restoreClock struct {
+	mu      sync.Mutex
+	pending map[string]bool // tasks restoring now
+	done    time.Duration   // over the stretches that ended
+	from    time.Time       // when the current stretch began
+}
+
+func newRestoreClock() *restoreClock { return &restoreClock{pending: map[string]bool{}} }
+
+// listen is a baton.Listener.
+func (c *restoreClock) listen(e baton.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch e.Kind {
+	case baton.EventPaused:
+		if len(c.pending) == 0 {
+			c.from = e.Time
+		}
+		c.pending[e.Task] = true
+	case baton.EventRestored, baton.EventRevoked, baton.EventLost:
+		if !c.pending[e.Task] {
+			return
+		}
+		delete(c.pending, e.Task)
+		if len(c.pending) == 0 && e.Time.After(c.from) {
+			c.done += e.Time.Sub(c.from)
+		}
+	}
+}
+
+// elapsed is the time spent restoring up to now.
+func (c *restoreClock) elapsed(now time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.done
+	if len(c.pending) > 0 && now.After(c.from) {
+		d += now.Sub(c.from)
+	}
+	return d
+}
+
 // printStatus writes a status line to w every period until ctx ends.
-func printStatus(ctx context.Context, w io.Writer, period time.Duration, instance string, status func() baton.Status) {
+func printStatus(ctx context.Context, w io.Writer, period time.Duration, instance string, status func() baton.Status, restoring *restoreClock) {
 	var processed, restored versus.ProcessedCounter
 	enc := json.NewEncoder(w)
 	_ = tick.Every(ctx, period, func() error {
 		// A closed stdout (the harness went away) is not the instance's
 		// problem: keep running, print nothing.
-		_ = enc.Encode(statusLine(status(), instance, time.Now(), &processed, &restored))
+		_ = enc.Encode(statusLine(status(), instance, time.Now(), &processed, &restored, restoring))
 		return nil
 	})
 }

@@ -20,7 +20,7 @@ func TestStatusLine(t *testing.T) {
 		{ID: "1_2", Role: "standby"},
 		{ID: "1_5", Role: "learner", Lag: 8000},
 	}}
-	l := statusLine(st, "b", now, &pc, &rc)
+	l := statusLine(st, "b", now, &pc, &rc, nil)
 	want := versus.StatusLine{Engine: "baton", Instance: "b", TimeMS: 1764582000123, State: "RUNNING",
 		Active: []string{"0_1", "1_1"}, Standby: []string{"1_2"}, Warmup: []string{"1_5"}, Processed: 100, Restored: ptr(40)}
 	if !equalLines(l, want) {
@@ -34,7 +34,7 @@ func TestStatusLine(t *testing.T) {
 		{ID: "1_2", Role: "active", Restored: 500},
 		{ID: "1_5", Role: "active", Restored: 3},
 	}}
-	l = statusLine(st, "b", now, &pc, &rc)
+	l = statusLine(st, "b", now, &pc, &rc, nil)
 	if l.State != "LEAVING" || l.Processed != 107 || len(l.Standby) != 0 || l.Standby == nil || l.Restored == nil || *l.Restored != 543 {
 		t.Fatalf("after a move: %+v", l)
 	}
@@ -44,12 +44,12 @@ func TestStatusLine(t *testing.T) {
 		{ID: "1_2", Role: "active", Restored: 20},
 		{ID: "1_5", Role: "active", Restored: 3},
 	}}
-	if l = statusLine(st, "b", now, &pc, &rc); *l.Restored != 563 {
+	if l = statusLine(st, "b", now, &pc, &rc, nil); *l.Restored != 563 {
 		t.Fatalf("after a reopen: restored %d, want 563", *l.Restored)
 	}
 	// Empty lists are [] on the wire, as the contract shows them; restored
 	// is there, 0 before anything was restored.
-	b, _ := json.Marshal(statusLine(baton.Status{}, "c", now, &versus.ProcessedCounter{}, &versus.ProcessedCounter{}))
+	b, _ := json.Marshal(statusLine(baton.Status{}, "c", now, &versus.ProcessedCounter{}, &versus.ProcessedCounter{}, newRestoreClock()))
 	if !strings.Contains(string(b), `"warmup":[]`) || !strings.Contains(string(b), `"state":"STARTING"`) || !strings.Contains(string(b), `"restored":0`) {
 		t.Fatalf("line %s", b)
 	}
@@ -57,8 +57,42 @@ func TestStatusLine(t *testing.T) {
 	if !ok || err != nil {
 		t.Fatalf("the line does not parse back: %v", err)
 	}
-	if back.Restored == nil || *back.Restored != 0 {
-		t.Fatalf("restored does not parse back: %+v", back)
+	if back.Restored == nil || *back.Restored != 0 || back.RestoreMS == nil || *back.RestoreMS != 0 {
+		t.Fatalf("restored and restore_ms do not parse back: %+v", back)
+	}
+}
+
+// TestRestoreClock: the time during which some active task restored,
+// overlapping restores counted once, a revoke ending a task's restore,
+// and a restore under way counted up to now.
+func TestRestoreClock(t *testing.T) {
+	c := newRestoreClock()
+	t0 := time.UnixMilli(1764582000000)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	ev := func(kind baton.EventKind, task string, ms int) {
+		c.listen(baton.Event{Kind: kind, Task: task, Time: at(ms)})
+	}
+	ev(baton.EventPaused, "1_0", 0)
+	ev(baton.EventPaused, "1_1", 100)
+	ev(baton.EventRestored, "1_0", 300)
+	ev(baton.EventAssigned, "1_2", 350) // no restore: not counted
+	ev(baton.EventRestored, "1_2", 360)
+	ev(baton.EventRevoked, "1_1", 500) // given up while restoring
+	if d := c.elapsed(at(2000)); d != 500*time.Millisecond {
+		t.Fatalf("after one stretch: %v, want 500ms", d)
+	}
+	ev(baton.EventPaused, "1_3", 1000)
+	if d := c.elapsed(at(1200)); d != 700*time.Millisecond {
+		t.Fatalf("during the second: %v, want 700ms", d)
+	}
+	ev(baton.EventLost, "1_3", 1400)
+	ev(baton.EventRestored, "1_3", 1600) // already ended by the loss
+	if d := c.elapsed(at(3000)); d != 900*time.Millisecond {
+		t.Fatalf("after both: %v, want 900ms", d)
+	}
+	l := statusLine(baton.Status{}, "c", at(3000), &versus.ProcessedCounter{}, &versus.ProcessedCounter{}, c)
+	if l.RestoreMS == nil || *l.RestoreMS != 900 {
+		t.Fatalf("status line restore_ms %v, want 900", l.RestoreMS)
 	}
 }
 

@@ -8,9 +8,11 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executors;
@@ -121,9 +123,11 @@ public final class Main {
         // of active tasks only (standby and warm-up replicas report to
         // the StandbyUpdateListener): the contract's restored.
         AtomicLong restored = new AtomicLong();
+        RestoreClock restoring = new RestoreClock();
         streams.setGlobalStateRestoreListener(new StateRestoreListener() {
             @Override
             public void onRestoreStart(TopicPartition tp, String store, long start, long end) {
+                restoring.start(tp, store);
             }
 
             @Override
@@ -133,6 +137,12 @@ public final class Main {
 
             @Override
             public void onRestoreEnd(TopicPartition tp, String store, long total) {
+                restoring.end(tp, store);
+            }
+
+            @Override
+            public void onRestoreSuspended(TopicPartition tp, String store, long total) {
+                restoring.end(tp, store);
             }
         });
 
@@ -169,7 +179,7 @@ public final class Main {
         ticker.scheduleAtFixedRate(() -> {
             try {
                 System.out.println(status(f.instance, processId, streams, subtopologyIds, processed.get(),
-                        restored.get(), f.standbys == 0));
+                        restored.get(), restoring.elapsedMs(), f.standbys == 0));
             } catch (RuntimeException e) {
                 System.err.println(ENGINE + ": status: " + oneLine(e));
             }
@@ -267,8 +277,40 @@ public final class Main {
 
     private static final Pattern PROCESS_ID = Pattern.compile("\"processId\"\\s*:\\s*\"([0-9a-fA-F-]+)\"");
 
+    /**
+     * The wall time during which at least one store of an active task was
+     * restoring (from the restore listener's start to its end or
+     * suspension), overlapping restores counted once.
+     */
+    static final class RestoreClock {
+        private final Set<String> pending = new HashSet<>();
+        private long doneNanos;
+        private long from;
+
+        synchronized void start(TopicPartition tp, String store) {
+            if (pending.isEmpty()) {
+                from = System.nanoTime();
+            }
+            pending.add(store + "/" + tp);
+        }
+
+        synchronized void end(TopicPartition tp, String store) {
+            if (pending.remove(store + "/" + tp) && pending.isEmpty()) {
+                doneNanos += System.nanoTime() - from;
+            }
+        }
+
+        synchronized long elapsedMs() {
+            long d = doneNanos;
+            if (!pending.isEmpty()) {
+                d += System.nanoTime() - from;
+            }
+            return d / 1_000_000;
+        }
+    }
+
     static String status(String instance, String processId, KafkaStreams streams, Map<Integer, String> ids,
-                         long processed, long restored, boolean standbysAreWarmups) {
+                         long processed, long restored, long restoreMs, boolean standbysAreWarmups) {
         TreeSet<String> active = new TreeSet<>();
         TreeSet<String> standby = new TreeSet<>();
         for (ThreadMetadata t : streams.metadataForLocalThreads()) {
@@ -304,7 +346,8 @@ public final class Main {
         b.append(",\"warmup\":");
         Json.strings(b, warmup);
         b.append(",\"processed\":").append(processed);
-        b.append(",\"restored\":").append(restored).append('}');
+        b.append(",\"restored\":").append(restored);
+        b.append(",\"restore_ms\":").append(restoreMs).append('}');
         return b.toString();
     }
 
