@@ -146,17 +146,8 @@ at 10s join c process=7e000000-0000-4000-8000-000000000000
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, _ := ParsePolicy("probing")
-	e, err := newEngine(sc, pol, Options{Detail: true, Check: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.loop()
-	if e.err != nil {
-		t.Fatal(e.err)
-	}
-	e.finish()
-	r := e.res
+	e := newChecked(t, sc, "probing")
+	r := runToEnd(t, e)
 	for _, v := range r.Violations {
 		t.Error(v)
 	}
@@ -289,15 +280,7 @@ func startEngine(t *testing.T, text, policy string) (*Scenario, *engine) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := ParsePolicy(policy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := newEngine(sc, pol, Options{Detail: true, Check: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sc, e
+	return sc, newChecked(t, sc, policy)
 }
 
 // settledScenario leaves every task to the deal. The instances come a, b,
@@ -324,12 +307,7 @@ func TestKStreamsSettledStart(t *testing.T) {
 	if got := placement(e); got != want {
 		t.Errorf("time 0:\n%swant:\n%s", got, want)
 	}
-	e.loop()
-	if e.err != nil {
-		t.Fatal(e.err)
-	}
-	e.finish()
-	r := e.res
+	r := runToEnd(t, e)
 	for _, v := range r.Violations {
 		t.Error(v)
 	}

@@ -135,22 +135,39 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
+// newChecked is an engine for sc under the named policy, with details
+// and every plan checked.
+func newChecked(t *testing.T, sc *Scenario, policy string) *engine {
+	t.Helper()
+	pol, err := ParsePolicy(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := newEngine(sc, pol, Options{Detail: true, Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// runToEnd runs e to the end of its scenario, failing t on an engine
+// error, and returns the result.
+func runToEnd(t *testing.T, e *engine) *Result {
+	t.Helper()
+	e.loop()
+	if e.err != nil {
+		t.Fatal(e.err)
+	}
+	e.finish()
+	return e.res
+}
+
 // TestSeedScenarios checks the seed's expected outcomes beyond the
 // scenario files' own expectations.
 func TestSeedScenarios(t *testing.T) {
-	pol, _ := ParsePolicy("smooth")
 	run := func(file string) (*engine, *Result) {
-		sc := loadScenario(t, "../scenarios/"+file)
-		e, err := newEngine(sc, pol, Options{Detail: true, Check: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.loop()
-		if e.err != nil {
-			t.Fatal(e.err)
-		}
-		e.finish()
-		return e, e.res
+		e := newChecked(t, loadScenario(t, "../scenarios/"+file), "smooth")
+		return e, runToEnd(t, e)
 	}
 	owners := func(e *engine) map[string]int {
 		m := map[string]int{}
