@@ -218,7 +218,14 @@ type engine struct {
 	offBalance          int
 	balanced            bool
 	balancedAt          time.Duration
-	firstEvent          time.Duration
+	// offStateful counts the stateful actives off their members' shares
+	// (part of offBalance) and those without an owner; shares says the
+	// group ran its stateful shares (none unavailable) at some instant
+	// from the first event on, sharesAt the first such instant.
+	offStateful int
+	shares      bool
+	sharesAt    time.Duration
+	firstEvent  time.Duration
 
 	res *Result
 	err error

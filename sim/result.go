@@ -24,7 +24,15 @@ type Result struct {
 	Balanced      bool
 	BalancedAt    time.Duration
 	TimeToBalance time.Duration
-	End           time.Duration
+	// SharesHeld: from the scenario's first event on, the group came to
+	// have every stateful task running (active and restored) on a member,
+	// each member within its share of them, whether or not learners or
+	// stateless tasks' moves were still under way; TimeToShares is from
+	// the first event to the first instant it did. It is what a count of
+	// who runs what from outside sees first.
+	SharesHeld   bool
+	TimeToShares time.Duration
+	End          time.Duration
 
 	UnavailableTaskSeconds float64 // integral of unavailable tasks over time
 	MaxUnavailable         int     // most tasks unavailable at once

@@ -341,13 +341,14 @@ func (e *engine) recomputeBalance() {
 			totalCap += in.spec.Capacity
 		}
 	}
-	off := 0
+	off, offStateful := 0, 0
 	for _, in := range e.insts {
 		if !in.inGroup || !in.running {
 			continue
 		}
 		if in.leaving || totalCap == 0 {
 			off += in.nActive[0] + in.nActive[1]
+			offStateful += in.nActive[1]
 			continue
 		}
 		frac := float64(in.spec.Capacity) / float64(totalCap)
@@ -363,14 +364,28 @@ func (e *engine) recomputeBalance() {
 			}
 			share := float64(n[b]) * frac
 			lo, hi := int(math.Floor(share+eps)), int(math.Ceil(share-eps))
+			d := 0
 			if c := in.nActive[b]; c > hi {
-				off += c - hi
+				d = c - hi
 			} else if c < lo {
-				off += lo - c
+				d = lo - c
+			}
+			off += d
+			if b == 1 {
+				offStateful += d
 			}
 		}
 	}
-	e.offBalance = off
+	if offStateful == 0 {
+		// Within their shares, the members may still leave a stateful
+		// task without an owner (one in flight between two).
+		for _, t := range e.tasks {
+			if t.spec.Stateful && t.owner < 0 {
+				offStateful++
+			}
+		}
+	}
+	e.offBalance, e.offStateful = off, offStateful
 	e.res.sample(e.now, e.unavailable, e.offBalance)
 }
 
@@ -392,6 +407,9 @@ func (e *engine) updateBalanced() {
 		e.balancedAt = e.now
 	}
 	e.balanced = bal
+	if !e.shares && e.offStateful == 0 && e.unavailableStateful == 0 && e.now >= e.firstEvent {
+		e.shares, e.sharesAt = true, e.now
+	}
 }
 
 func (e *engine) note(at time.Duration, kind, text string) {
@@ -411,6 +429,10 @@ func (e *engine) finish() {
 	if e.balanced {
 		res.BalancedAt = e.balancedAt
 		res.TimeToBalance = max(0, e.balancedAt-e.firstEvent)
+	}
+	res.SharesHeld = e.shares
+	if e.shares {
+		res.TimeToShares = max(0, e.sharesAt-e.firstEvent)
 	}
 	for _, t := range e.tasks {
 		res.MaxMovesPerTask = max(res.MaxMovesPerTask, t.moves)

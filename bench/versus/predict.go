@@ -151,7 +151,8 @@ type Params struct {
 type Prediction struct {
 	Scenario string `json:"scenario"`
 	Params   Params `json:"params"`
-	// Predicted.
+	// Predicted. Balanced and TimeToBalance are the model's SharesHeld
+	// and TimeToShares, as the run's balance is measured.
 	Balanced           bool               `json:"balanced"`
 	TimeToBalance      time.Duration      `json:"time_to_balance_ns"`
 	UnavailableSeconds float64            `json:"stateful_unavailable_task_seconds"`
@@ -393,7 +394,11 @@ func predictRun(res *Result, i int, model Model, dir string) (*Prediction, error
 		pr.Error = err.Error()
 		return pr, nil
 	}
-	pr.Balanced, pr.TimeToBalance = out.Balanced, out.TimeToBalance
+	// The run's balance is read from the status lines: who runs which
+	// count task, warm-ups and restores aside. The model's figure to
+	// compare is the same one (not its stricter time to balance, which
+	// also waits for learners and restores to end).
+	pr.Balanced, pr.TimeToBalance = out.SharesHeld, out.TimeToShares
 	pr.UnavailableSeconds, pr.MaxUnavailable = out.UnavailableStatefulSeconds, out.MaxUnavailableStateful
 	pr.RestoredCritical, pr.Rounds = out.RestoredCritical, out.Rebalances
 	ratio := func(name string, pred, meas float64) {

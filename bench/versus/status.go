@@ -19,6 +19,10 @@ type StatusLine struct {
 	Active  []string `json:"active"`
 	Standby []string `json:"standby"`
 	Warmup  []string `json:"warmup"`
+	// Restoring lists active tasks still restoring their state, which
+	// Active leaves out; engines that do not list them (Kafka Streams
+	// lists a restoring task nowhere) leave it empty.
+	Restoring []string `json:"restoring,omitempty"`
 	// Processed counts input records (lines) this instance processed
 	// since it started.
 	Processed int64 `json:"processed"`

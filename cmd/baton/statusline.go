@@ -34,14 +34,22 @@ func statusLine(st baton.Status, instance string, now time.Time, processed, rest
 	// only while the task is active, and a task left out would count
 	// whole again when it came back.
 	rest := map[string]int64{}
+	var pending map[string]bool
+	if restoring != nil {
+		pending = restoring.restoring()
+	}
 	for _, t := range st.Tasks {
 		rest[t.ID] = t.Restored
-		switch t.Role {
-		case "active":
+		switch {
+		case t.Role == "active" && pending[t.ID]:
+			// Not running yet: the contract lists it apart, as Kafka
+			// Streams lists a restoring task in no role.
+			l.Restoring = append(l.Restoring, t.ID)
+		case t.Role == "active":
 			l.Active = append(l.Active, t.ID)
-		case "standby":
+		case t.Role == "standby":
 			l.Standby = append(l.Standby, t.ID)
-		case "learner":
+		case t.Role == "learner":
 			l.Warmup = append(l.Warmup, t.ID)
 		}
 		if strings.HasPrefix(t.ID, "0_") {
@@ -90,6 +98,17 @@ func (c *restoreClock) listen(e baton.Event) {
 			c.done += e.Time.Sub(c.from)
 		}
 	}
+}
+
+// restoring returns the active tasks restoring now.
+func (c *restoreClock) restoring() map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := make(map[string]bool, len(c.pending))
+	for id := range c.pending {
+		m[id] = true
+	}
+	return m
 }
 
 // elapsed is the time spent restoring up to now.

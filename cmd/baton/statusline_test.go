@@ -20,7 +20,7 @@ func TestStatusLine(t *testing.T) {
 		{ID: "1_2", Role: "standby"},
 		{ID: "1_5", Role: "learner", Lag: 8000},
 	}}
-	l := statusLine(st, "b", now, &pc, &rc, nil)
+	l := statusLine(st, "b", now, &pc, &rc, newRestoreClock())
 	want := versus.StatusLine{Engine: "baton", Instance: "b", TimeMS: 1764582000123, State: "RUNNING",
 		Active: []string{"0_1", "1_1"}, Standby: []string{"1_2"}, Warmup: []string{"1_5"}, Processed: 100, Restored: ptr(40)}
 	if !equalLines(l, want) {
@@ -93,6 +93,19 @@ func TestRestoreClock(t *testing.T) {
 	l := statusLine(baton.Status{}, "c", at(3000), &versus.ProcessedCounter{}, &versus.ProcessedCounter{}, c)
 	if l.RestoreMS == nil || *l.RestoreMS != 900 {
 		t.Fatalf("status line restore_ms %v, want 900", l.RestoreMS)
+	}
+	// An active task still restoring is listed apart from the ones that
+	// run, as Kafka Streams leaves it out of its active tasks.
+	ev(baton.EventPaused, "1_4", 3100)
+	st := baton.Status{Generation: 2, Tasks: []baton.TaskStatus{{ID: "1_4", Role: "active"}, {ID: "1_5", Role: "active"}}}
+	l = statusLine(st, "c", at(3200), &versus.ProcessedCounter{}, &versus.ProcessedCounter{}, c)
+	if !slices.Equal(l.Active, []string{"1_5"}) || !slices.Equal(l.Restoring, []string{"1_4"}) {
+		t.Fatalf("while 1_4 restores: active %v, restoring %v; want [1_5] and [1_4]", l.Active, l.Restoring)
+	}
+	ev(baton.EventRestored, "1_4", 3300)
+	l = statusLine(st, "c", at(3400), &versus.ProcessedCounter{}, &versus.ProcessedCounter{}, c)
+	if !slices.Equal(l.Active, []string{"1_4", "1_5"}) || len(l.Restoring) != 0 {
+		t.Fatalf("once 1_4 restored: active %v, restoring %v", l.Active, l.Restoring)
 	}
 }
 
