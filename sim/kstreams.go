@@ -576,6 +576,15 @@ func (is InstanceSpec) ProcessKey() string {
 	return is.ID
 }
 
+// sortByProcess puts xs in the order Kafka Streams' assignor visits the
+// processes of the instances spec gives, keeping the order of instances
+// of one process.
+func sortByProcess[T any](xs []T, spec func(T) InstanceSpec) {
+	slices.SortStableFunc(xs, func(a, b T) int {
+		return compareProcesses(spec(a).ProcessKey(), spec(b).ProcessKey())
+	})
+}
+
 // compareProcesses orders process keys as Kafka Streams orders its
 // clients' process ids. Two UUIDs compare as Java's UUID.compareTo does:
 // by their two 64-bit halves as signed numbers (so a UUID starting with 8

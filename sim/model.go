@@ -219,9 +219,10 @@ type engine struct {
 	balanced            bool
 	balancedAt          time.Duration
 	// offStateful counts the stateful actives off their members' shares
-	// (part of offBalance) and those without an owner; shares says the
-	// group ran its stateful shares (none unavailable) at some instant
-	// from the first event on, sharesAt the first such instant.
+	// (part of offBalance); a stateful task without an owner is counted
+	// in unavailableStateful. shares says the group ran its stateful
+	// shares (none off, none unavailable) at some instant from the first
+	// event on, sharesAt the first such instant.
 	offStateful int
 	shares      bool
 	sharesAt    time.Duration
@@ -378,9 +379,7 @@ func (e *engine) settledStart() ([]InstanceSpec, error) {
 		order[i] = i
 	}
 	if e.pol.ProcessOrder {
-		slices.SortStableFunc(order, func(a, b int) int {
-			return compareProcesses(sc.Instances[a].ProcessKey(), sc.Instances[b].ProcessKey())
-		})
+		sortByProcess(order, func(i int) InstanceSpec { return sc.Instances[i] })
 	}
 	s := assign.State{Config: sc.Config, Tasks: e.stTasks}
 	for _, i := range order {
@@ -1081,9 +1080,7 @@ func (e *engine) state() (assign.State, []*instState) {
 		}
 	}
 	if e.pol.ProcessOrder {
-		slices.SortStableFunc(members, func(a, b *instState) int {
-			return compareProcesses(a.spec.ProcessKey(), b.spec.ProcessKey())
-		})
+		sortByProcess(members, func(in *instState) InstanceSpec { return in.spec })
 	}
 	for _, in := range members {
 		e.sync(in)

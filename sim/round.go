@@ -376,15 +376,6 @@ func (e *engine) recomputeBalance() {
 			}
 		}
 	}
-	if offStateful == 0 {
-		// Within their shares, the members may still leave a stateful
-		// task without an owner (one in flight between two).
-		for _, t := range e.tasks {
-			if t.spec.Stateful && t.owner < 0 {
-				offStateful++
-			}
-		}
-	}
 	e.offBalance, e.offStateful = off, offStateful
 	e.res.sample(e.now, e.unavailable, e.offBalance)
 }
