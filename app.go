@@ -81,10 +81,13 @@ type App struct {
 	reopen  map[string]*task
 	closing map[string]chan struct{} // task -> closed when its stores' background close ends
 	backlog map[string][]*kgo.Record // polled records of active tasks not running yet
+	// closedTotals sums, per task, the counters of its openings by this
+	// App that are closed (forgetTask).
+	closedTotals map[string]TaskTotals
 
 	// Written by the loop, read by any goroutine.
 	snapshot atomic.Pointer[instance.Snapshot] // what Subscription reports
-	view     atomic.Pointer[[]taskView]        // what Status reports
+	view     atomic.Pointer[statusView]        // what Status reports
 	leaving  atomic.Bool
 	// inputs: each active task's input lag and rate; workerRate: the
 	// workers' records per busy second (float64 bits); desired: the
@@ -146,7 +149,7 @@ func New(top *topology.Topology, opts ...Option) (*App, error) {
 	}
 	a := &App{cfg: cfg, top: top, log: cfg.logger.With("instance", cfg.instanceID),
 		subs: map[int]topology.Subtopology{}, bySource: map[string]int{}, byChangelog: map[string]storeRef{},
-		tasks: map[string]*task{}, openingTasks: map[string]bool{}, reopen: map[string]*task{}, topicParts: map[string]int32{}, closing: map[string]chan struct{}{},
+		tasks: map[string]*task{}, closedTotals: map[string]TaskTotals{}, openingTasks: map[string]bool{}, reopen: map[string]*task{}, topicParts: map[string]int32{}, closing: map[string]chan struct{}{},
 		diskCP: map[string]map[string]int64{}, backlog: map[string][]*kgo.Record{},
 		wake: make(chan struct{}, 1), leaveNow: make(chan struct{}), ch: newLoopChans()}
 	a.runCtx, a.cancel = context.WithCancelCause(context.Background())
@@ -355,7 +358,7 @@ func (a *App) reset() {
 	a.reopen = map[string]*task{}
 	a.backlog, a.diskCP = map[string][]*kgo.Record{}, map[string]map[string]int64{}
 	a.snapshot.Store(&instance.Snapshot{Lags: map[string]int64{}})
-	a.view.Store(&[]taskView{})
+	a.storeView(nil) // closedTotals stay: the totals only grow
 	a.leaving.Store(false)
 	a.inputs.Store(nil)
 	a.workerRate.Store(0)

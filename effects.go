@@ -286,7 +286,7 @@ func (a *App) publish(s *instance.Snapshot) {
 		view = append(view, v)
 		a.metrics.lag.WithLabelValues(tv.ID, tv.State.Role.String()).Set(float64(tv.Lag))
 	}
-	a.view.Store(&view)
+	a.storeView(view)
 }
 
 // notify logs a note of the core, counts it and tells the listener.
@@ -357,9 +357,9 @@ func (a *App) abort(err error) error {
 func (a *App) closeAll() {
 	for id, t := range a.tasks {
 		a.closeTask(t)
-		delete(a.tasks, id)
+		a.forgetTask(id)
 	}
-	a.view.Store(&[]taskView{})
+	a.storeView(nil)
 }
 
 // leave commits everything and leaves the group, within 10 s in all.

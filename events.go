@@ -77,6 +77,11 @@ type Status struct {
 	Workers    int          `json:"workers"`
 	Leaving    bool         `json:"leaving"`
 	Tasks      []TaskStatus `json:"tasks"`
+	// Totals are each task's counters summed over every time it was
+	// open on this instance (this App), the closed times included:
+	// unlike TaskStatus's, they only grow. A task that never processed
+	// or restored anything here is missing.
+	Totals map[string]TaskTotals `json:"totals"`
 	// Plan is the last plan this instance computed as leader, if any.
 	Plan *PlanStatus `json:"plan,omitempty"`
 	// Plans are the recent plans this instance computed as leader, oldest
@@ -146,6 +151,12 @@ type AutoscaleStatus struct {
 	LagDraining bool  `json:"lag_draining"`
 	// Moves is the learners and revoked tasks of the leader's last plan.
 	Moves int `json:"moves"`
+}
+
+// TaskTotals are a task's counters in Status.Totals.
+type TaskTotals struct {
+	Processed int64 `json:"processed"`
+	Restored  int64 `json:"restored"`
 }
 
 // TaskStatus is one task's line in Status.

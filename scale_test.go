@@ -292,6 +292,25 @@ func TestDrain(t *testing.T) {
 		}
 	}
 	h.checkOnlyMovedStop(m)
+	// The drained instance holds no task now; its totals keep what its
+	// tasks did, and with the others' they cover every word.
+	var counted, words int64
+	for _, r := range []*running{a, b, c} {
+		for id, n := range r.app.Status().Totals {
+			if strings.HasPrefix(id, "1_") {
+				counted += n.Processed
+			}
+		}
+	}
+	for _, n := range h.words {
+		words += n
+	}
+	if counted < words {
+		t.Errorf("the count tasks' totals sum to %d records, fewer than the %d words produced", counted, words)
+	}
+	if st := c.app.Status(); len(st.Tasks) != 0 || len(st.Totals) == 0 {
+		t.Errorf("drained instance c: %d tasks, totals %v; want none, and what its tasks did", len(st.Tasks), st.Totals)
+	}
 }
 
 // TestCrash: an instance dies without leaving. Its tasks run elsewhere

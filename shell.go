@@ -460,7 +460,7 @@ func (s *shell) apply(fx []instance.Effect) {
 			if t, ok := a.tasks[e.Task]; ok {
 				a.closeTask(t)
 				if s.core.Role(e.Task).Role == lifecycle.None {
-					delete(a.tasks, e.Task)
+					a.forgetTask(e.Task)
 				}
 			}
 		case instance.StartRestore:
@@ -506,7 +506,7 @@ func (s *shell) apply(fx []instance.Effect) {
 	// Tasks the core dropped without stores to close (stateless).
 	for id, t := range a.tasks {
 		if s.core.Role(id).Role == lifecycle.None && len(t.stores) == 0 && !a.opening(id) {
-			delete(a.tasks, id)
+			a.forgetTask(id)
 		}
 	}
 }
@@ -703,7 +703,7 @@ func (s *shell) opened(o opened) {
 			a.closeTask(o.t)
 		}
 		if ok && t == o.t {
-			delete(a.tasks, o.t.id)
+			a.forgetTask(o.t.id)
 		}
 		return
 	}

@@ -1,6 +1,7 @@
 package baton
 
 import (
+	"maps"
 	"math"
 	"sort"
 	"sync/atomic"
@@ -17,6 +18,31 @@ type taskView struct {
 	restored  *atomic.Int64 // nil for a task not open yet
 }
 
+// statusView is what Status reports, as the loop last published it: the
+// tasks, and the counters of closed openings of tasks. A task's opening
+// is in one or the other, so their sums only grow.
+type statusView struct {
+	tasks  []taskView
+	closed map[string]TaskTotals
+}
+
+// storeView publishes tasks with the closed totals as they are now.
+func (a *App) storeView(tasks []taskView) {
+	a.view.Store(&statusView{tasks: tasks, closed: maps.Clone(a.closedTotals)})
+}
+
+// forgetTask drops a task from a.tasks for good, folding its counters
+// into the totals Status reports.
+func (a *App) forgetTask(id string) {
+	if t, ok := a.tasks[id]; ok {
+		c := a.closedTotals[id]
+		c.Processed += t.processed.Load()
+		c.Restored += t.restored.Load()
+		a.closedTotals[id] = c
+	}
+	delete(a.tasks, id)
+}
+
 // Status returns a snapshot of the instance. Safe to call at any time from
 // any goroutine.
 func (a *App) Status() Status {
@@ -28,14 +54,24 @@ func (a *App) Status() Status {
 	}
 	// The published view, not a.mu: Status is called from listeners, which
 	// may run inside a rebalance while the loop holds the lock.
+	st.Totals = map[string]TaskTotals{}
 	if view := a.view.Load(); view != nil {
-		for _, v := range *view {
+		for id, c := range view.closed {
+			st.Totals[id] = c
+		}
+		for _, v := range view.tasks {
 			ts := TaskStatus{ID: v.id, Role: v.role.String(), Lag: v.lag}
 			if v.processed != nil {
 				ts.Processed = v.processed.Load()
 			}
 			if v.restored != nil {
 				ts.Restored = v.restored.Load()
+			}
+			if ts.Processed != 0 || ts.Restored != 0 || st.Totals[v.id] != (TaskTotals{}) {
+				c := st.Totals[v.id]
+				c.Processed += ts.Processed
+				c.Restored += ts.Restored
+				st.Totals[v.id] = c
 			}
 			if v.role == lifecycle.Active {
 				ts.Input = a.inputStatus(v.id)

@@ -73,38 +73,3 @@ func clip(s string) string {
 	}
 	return s
 }
-
-// ProcessedCounter turns samples of per-task counters that restart when a
-// task is closed and opened again (baton's TaskStatus.Processed and
-// TaskStatus.Restored) into one counter that only grows: what the
-// contract's processed and restored fields are. It is not safe for
-// concurrent use.
-type ProcessedCounter struct {
-	last  map[string]int64
-	total int64
-}
-
-// Observe takes the current counters of the tasks an instance has open
-// (tasks not listed are closed) and returns the running total. A counter
-// below its last value was reset: all of it is new.
-func (c *ProcessedCounter) Observe(counters map[string]int64) int64 {
-	if c.last == nil {
-		c.last = map[string]int64{}
-	}
-	for task, n := range counters {
-		prev, seen := c.last[task]
-		switch {
-		case !seen || n < prev:
-			c.total += n
-		default:
-			c.total += n - prev
-		}
-		c.last[task] = n
-	}
-	for task := range c.last {
-		if _, open := counters[task]; !open {
-			delete(c.last, task)
-		}
-	}
-	return c.total
-}

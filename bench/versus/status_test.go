@@ -5,26 +5,6 @@ import (
 	"testing"
 )
 
-func TestProcessedCounter(t *testing.T) {
-	var c ProcessedCounter
-	steps := []struct {
-		counters map[string]int64
-		want     int64
-	}{
-		{map[string]int64{"0_0": 10, "0_1": 5}, 15},
-		{map[string]int64{"0_0": 12, "0_1": 9}, 21},
-		{map[string]int64{"0_0": 20}, 29},           // 0_1 closed: its 9 stay counted
-		{map[string]int64{"0_0": 20, "0_1": 3}, 32}, // reopened from zero
-		{map[string]int64{"0_0": 4, "0_1": 3}, 36},  // 0_0 reset between samples
-		{nil, 36},
-	}
-	for i, s := range steps {
-		if got := c.Observe(s.counters); got != s.want {
-			t.Fatalf("step %d: got %d, want %d", i, got, s.want)
-		}
-	}
-}
-
 func TestParseStatusLine(t *testing.T) {
 	if _, ok, err := ParseStatusLine("http: listening on 127.0.0.1:1"); ok || err != nil {
 		t.Fatalf("a plain line: ok %v err %v", ok, err)

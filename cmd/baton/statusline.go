@@ -16,9 +16,10 @@ import (
 // statusLine turns one App.Status into the line of the peer contract
 // (compare/README.md) that --status-every prints. processed counts the
 // input lines of the split tasks (0_*) since the process started, restored
-// the changelog records restored into tasks while they were active here,
+// the changelog records restored into tasks while they were active here
+// (both from Status.Totals, which keep what tasks closed since did),
 // restoring the time spent restoring them.
-func statusLine(st baton.Status, instance string, now time.Time, processed, restored *versus.ProcessedCounter, restoring *restoreClock) versus.StatusLine {
+func statusLine(st baton.Status, instance string, now time.Time, restoring *restoreClock) versus.StatusLine {
 	l := versus.StatusLine{Engine: "baton", Instance: instance, TimeMS: now.UnixMilli(),
 		Active: []string{}, Standby: []string{}, Warmup: []string{}}
 	switch {
@@ -29,17 +30,11 @@ func statusLine(st baton.Status, instance string, now time.Time, processed, rest
 	default:
 		l.State = "STARTING"
 	}
-	split := map[string]int64{}
-	// Every open task's restored counter, whatever its role now: it grows
-	// only while the task is active, and a task left out would count
-	// whole again when it came back.
-	rest := map[string]int64{}
 	var pending map[string]bool
 	if restoring != nil {
 		pending = restoring.restoring()
 	}
 	for _, t := range st.Tasks {
-		rest[t.ID] = t.Restored
 		switch {
 		case t.Role == "active" && pending[t.ID]:
 			// Not running yet: the contract lists it apart, as Kafka
@@ -52,13 +47,15 @@ func statusLine(st baton.Status, instance string, now time.Time, processed, rest
 		case t.Role == "learner":
 			l.Warmup = append(l.Warmup, t.ID)
 		}
-		if strings.HasPrefix(t.ID, "0_") {
-			split[t.ID] = t.Processed
-		}
 	}
-	l.Processed = processed.Observe(split)
-	r := restored.Observe(rest)
-	l.Restored = &r
+	var restored int64
+	for id, c := range st.Totals {
+		if strings.HasPrefix(id, "0_") {
+			l.Processed += c.Processed
+		}
+		restored += c.Restored
+	}
+	l.Restored = &restored
 	if restoring != nil {
 		ms := restoring.elapsed(now).Milliseconds()
 		l.RestoreMS = &ms
@@ -124,12 +121,11 @@ func (c *restoreClock) elapsed(now time.Time) time.Duration {
 
 // printStatus writes a status line to w every period until ctx ends.
 func printStatus(ctx context.Context, w io.Writer, period time.Duration, instance string, status func() baton.Status, restoring *restoreClock) {
-	var processed, restored versus.ProcessedCounter
 	enc := json.NewEncoder(w)
 	_ = tick.Every(ctx, period, func() error {
 		// A closed stdout (the harness went away) is not the instance's
 		// problem: keep running, print nothing.
-		_ = enc.Encode(statusLine(status(), instance, time.Now(), &processed, &restored, restoring))
+		_ = enc.Encode(statusLine(status(), instance, time.Now(), restoring))
 		return nil
 	})
 }

@@ -12,15 +12,14 @@ import (
 )
 
 func TestStatusLine(t *testing.T) {
-	var pc, rc versus.ProcessedCounter
 	now := time.UnixMilli(1764582000123)
 	st := baton.Status{Generation: 3, Tasks: []baton.TaskStatus{
 		{ID: "0_1", Role: "active", Processed: 100},
 		{ID: "1_1", Role: "active", Processed: 300, Restored: 40},
 		{ID: "1_2", Role: "standby"},
 		{ID: "1_5", Role: "learner", Lag: 8000},
-	}}
-	l := statusLine(st, "b", now, &pc, &rc, newRestoreClock())
+	}, Totals: map[string]baton.TaskTotals{"0_1": {Processed: 100}, "1_1": {Processed: 300, Restored: 40}}}
+	l := statusLine(st, "b", now, newRestoreClock())
 	want := versus.StatusLine{Engine: "baton", Instance: "b", TimeMS: 1764582000123, State: "RUNNING",
 		Active: []string{"0_1", "1_1"}, Standby: []string{"1_2"}, Warmup: []string{"1_5"}, Processed: 100, Restored: ptr(40)}
 	if !equalLines(l, want) {
@@ -28,28 +27,21 @@ func TestStatusLine(t *testing.T) {
 	}
 	// 0_1 and 1_1 move away, 0_2 arrives, 1_5 is promoted after restoring
 	// the tail and 1_2 restores from scratch: the totals keep what the
-	// tasks that left did.
+	// tasks that left did, and the line sums the totals, not the tasks.
 	st = baton.Status{Generation: 4, Leaving: true, Tasks: []baton.TaskStatus{
 		{ID: "0_2", Role: "active", Processed: 7},
 		{ID: "1_2", Role: "active", Restored: 500},
 		{ID: "1_5", Role: "active", Restored: 3},
-	}}
-	l = statusLine(st, "b", now, &pc, &rc, nil)
+	}, Totals: map[string]baton.TaskTotals{"0_1": {Processed: 100}, "1_1": {Processed: 300, Restored: 40},
+		"0_2": {Processed: 7}, "1_2": {Restored: 500}, "1_5": {Restored: 3}}}
+	l = statusLine(st, "b", now, nil)
 	if l.State != "LEAVING" || l.Processed != 107 || len(l.Standby) != 0 || l.Standby == nil || l.Restored == nil || *l.Restored != 543 {
 		t.Fatalf("after a move: %+v", l)
 	}
-	// 1_2 closed and opened again here: its counter restarted, and all
-	// of it is new.
-	st = baton.Status{Generation: 5, Tasks: []baton.TaskStatus{
-		{ID: "1_2", Role: "active", Restored: 20},
-		{ID: "1_5", Role: "active", Restored: 3},
-	}}
-	if l = statusLine(st, "b", now, &pc, &rc, nil); *l.Restored != 563 {
-		t.Fatalf("after a reopen: restored %d, want 563", *l.Restored)
-	}
+
 	// Empty lists are [] on the wire, as the contract shows them; restored
 	// is there, 0 before anything was restored.
-	b, _ := json.Marshal(statusLine(baton.Status{}, "c", now, &versus.ProcessedCounter{}, &versus.ProcessedCounter{}, newRestoreClock()))
+	b, _ := json.Marshal(statusLine(baton.Status{}, "c", now, newRestoreClock()))
 	if !strings.Contains(string(b), `"warmup":[]`) || !strings.Contains(string(b), `"state":"STARTING"`) || !strings.Contains(string(b), `"restored":0`) {
 		t.Fatalf("line %s", b)
 	}
@@ -90,7 +82,7 @@ func TestRestoreClock(t *testing.T) {
 	if d := c.elapsed(at(3000)); d != 900*time.Millisecond {
 		t.Fatalf("after both: %v, want 900ms", d)
 	}
-	l := statusLine(baton.Status{}, "c", at(3000), &versus.ProcessedCounter{}, &versus.ProcessedCounter{}, c)
+	l := statusLine(baton.Status{}, "c", at(3000), c)
 	if l.RestoreMS == nil || *l.RestoreMS != 900 {
 		t.Fatalf("status line restore_ms %v, want 900", l.RestoreMS)
 	}
@@ -98,12 +90,12 @@ func TestRestoreClock(t *testing.T) {
 	// run, as Kafka Streams leaves it out of its active tasks.
 	ev(baton.EventPaused, "1_4", 3100)
 	st := baton.Status{Generation: 2, Tasks: []baton.TaskStatus{{ID: "1_4", Role: "active"}, {ID: "1_5", Role: "active"}}}
-	l = statusLine(st, "c", at(3200), &versus.ProcessedCounter{}, &versus.ProcessedCounter{}, c)
+	l = statusLine(st, "c", at(3200), c)
 	if !slices.Equal(l.Active, []string{"1_5"}) || !slices.Equal(l.Restoring, []string{"1_4"}) {
 		t.Fatalf("while 1_4 restores: active %v, restoring %v; want [1_5] and [1_4]", l.Active, l.Restoring)
 	}
 	ev(baton.EventRestored, "1_4", 3300)
-	l = statusLine(st, "c", at(3400), &versus.ProcessedCounter{}, &versus.ProcessedCounter{}, c)
+	l = statusLine(st, "c", at(3400), c)
 	if !slices.Equal(l.Active, []string{"1_4", "1_5"}) || len(l.Restoring) != 0 {
 		t.Fatalf("once 1_4 restored: active %v, restoring %v", l.Active, l.Restoring)
 	}
