@@ -3,6 +3,8 @@ package baton
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -198,6 +200,21 @@ func (h *harness) checkCounts(g Guarantee, timeout time.Duration) {
 	}
 }
 
+// faultRounds is how many times a fault test repeats its fault:
+// BATON_FAULT_ROUNDS (a soak), 1 by default.
+func faultRounds(t *testing.T) int {
+	t.Helper()
+	v := os.Getenv("BATON_FAULT_ROUNDS")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("BATON_FAULT_ROUNDS=%q: want a whole number of rounds, at least 1", v)
+	}
+	return n
+}
+
 func kill(t *testing.T, c *kafkatest.Cluster, id int, why string) {
 	t.Helper()
 	if id < 1 || id > c.Nodes() {
@@ -379,20 +396,31 @@ func TestFaultBrokerRestartDuringCommits(t *testing.T) {
 				}
 				return n
 			}
-			var victim int
 			if g == ExactlyOnce {
 				h.eventually(60*time.Second, "transactions to commit", func() bool { return committed() > 0 })
-				victim = h.txnCoordinator("a")
 			} else {
 				h.eventually(60*time.Second, "records to flow", func() bool { return processed() > 0 })
-				victim = h.groupCoordinator()
 			}
-			kill(t, c, victim, "the coordinator of a's commits")
-			restart(t, c, victim)
-			before, seen := committed(), processed()
-			h.eventually(120*time.Second, "processing and commits to go on after the restart", func() bool {
-				return processed() > seen && (g != ExactlyOnce || committed() > before)
-			})
+			// One round by default; BATON_FAULT_ROUNDS repeats the fault
+			// (a soak), the later rounds killing b's coordinator and the
+			// group's in turn.
+			for round := range faultRounds(t) {
+				victim, whose := 0, ""
+				switch {
+				case g == ExactlyOnce && round%3 == 0:
+					victim, whose = h.txnCoordinator("a"), "a's transactions"
+				case g == ExactlyOnce && round%3 == 1:
+					victim, whose = h.txnCoordinator("b"), "b's transactions"
+				default:
+					victim, whose = h.groupCoordinator(), "the group's offsets"
+				}
+				kill(t, c, victim, fmt.Sprintf("round %d: the coordinator of %s", round+1, whose))
+				restart(t, c, victim)
+				before, seen := committed(), processed()
+				h.eventually(120*time.Second, "processing and commits to go on after the restart", func() bool {
+					return processed() > seen && (g != ExactlyOnce || committed() > before)
+				})
+			}
 			h.eventually(120*time.Second, "the running instances to own every task", func() bool {
 				_, all := owners(stillRunning(t, g, a, b)...)
 				return all
