@@ -34,14 +34,19 @@ type harness struct {
 	input   string
 	output  string
 	words   map[string]int64 // occurrences produced so far
-	mu      sync.Mutex       // guards events and plans
-	events  []Event
-	plans   []PlanStatus // every plan a leader computed, as it computed it
-	apps    sync.Map     // instance id -> *App, for the listener
-	wmu     sync.Mutex   // guards words while a flow produces
-	runs    []*running   // every instance started, for diagnostics
-	prod    *kgo.Client
-	rng     *rand.Rand
+	// wrote counts, per input partition, the lines prefill and the
+	// flow wrote and the cluster acknowledged: beside the partition's
+	// end offset, it tells input the cluster holds twice (or lines
+	// written elsewhere) from records processed twice.
+	wrote  map[int32]int64
+	mu     sync.Mutex // guards events and plans
+	events []Event
+	plans  []PlanStatus // every plan a leader computed, as it computed it
+	apps   sync.Map     // instance id -> *App, for the listener
+	wmu    sync.Mutex   // guards words while a flow produces
+	runs   []*running   // every instance started, for diagnostics
+	prod   *kgo.Client
+	rng    *rand.Rand
 	// injected: words whose history is not 1..n (a test wrote their
 	// counts into a changelog itself, or made their state start over):
 	// only their last value is checked.
@@ -115,7 +120,7 @@ func newHarness(t *testing.T, partitions int32) *harness {
 func newHarnessOn(t *testing.T, tg *kafkatest.Target, partitions int32) *harness {
 	t.Helper()
 	h := &harness{t: t, tg: tg, brokers: tg.Brokers, appID: tg.Name("wc"), input: tg.Name("lines"), output: tg.Name("counts"),
-		words: map[string]int64{}, rng: rand.New(rand.NewPCG(1, 2))}
+		words: map[string]int64{}, wrote: map[int32]int64{}, rng: rand.New(rand.NewPCG(1, 2))}
 	tg.CreateTopic(t, h.input, partitions, false)
 	tg.CreateTopic(t, h.output, partitions, true)
 	h.prod = testProducer(t, h.brokers)
@@ -162,6 +167,7 @@ func (h *harness) produceErr(n int) error {
 			failed = append(failed, fmt.Sprintf("%q: %v", r.Record.Value, r.Err))
 			continue
 		}
+		h.wrote[r.Record.Partition]++
 		for _, w := range strings.Fields(string(r.Record.Value)) {
 			h.count(w, r.Record.Timestamp)
 		}
@@ -447,6 +453,9 @@ func (h *harness) logTopics() {
 		}
 		if co, ok := committed.Lookup(o.Topic, o.Partition); ok {
 			line += fmt.Sprintf(", committed %d", co.At)
+		}
+		if o.Topic == h.input {
+			line += fmt.Sprintf(", lines the harness wrote %d", h.wrote[o.Partition])
 		}
 		if txns := open[k]; len(txns) > 0 {
 			line += ", open: " + strings.Join(txns, "; ")

@@ -90,8 +90,12 @@ func (h *harness) prefill(n int) {
 		h.count(w, ts)
 		recs = append(recs, &kgo.Record{Topic: h.input, Key: []byte(w), Value: []byte(w), Timestamp: ts})
 	}
-	if err := h.prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+	res := h.prod.ProduceSync(context.Background(), recs...)
+	if err := res.FirstErr(); err != nil {
 		h.t.Fatal(err)
+	}
+	for _, r := range res {
+		h.wrote[r.Record.Partition]++
 	}
 }
 
