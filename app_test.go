@@ -115,12 +115,18 @@ func newHarness(t *testing.T, partitions int32) *harness {
 	return newHarnessOn(t, kafkatest.ForTest(t), partitions)
 }
 
+// bareHarness is a harness with names from name and no topics yet.
+func bareHarness(t *testing.T, brokers []string, name func(string) string) *harness {
+	return &harness{t: t, brokers: brokers, appID: name("wc"), input: name("lines"), output: name("counts"),
+		words: map[string]int64{}, wrote: map[int32]int64{}, rng: rand.New(rand.NewPCG(1, 2))}
+}
+
 // newHarnessOn is newHarness on tg's cluster, with names unique to the
 // test.
 func newHarnessOn(t *testing.T, tg *kafkatest.Target, partitions int32) *harness {
 	t.Helper()
-	h := &harness{t: t, tg: tg, brokers: tg.Brokers, appID: tg.Name("wc"), input: tg.Name("lines"), output: tg.Name("counts"),
-		words: map[string]int64{}, wrote: map[int32]int64{}, rng: rand.New(rand.NewPCG(1, 2))}
+	h := bareHarness(t, tg.Brokers, tg.Name)
+	h.tg = tg
 	tg.CreateTopic(t, h.input, partitions, false)
 	tg.CreateTopic(t, h.output, partitions, true)
 	h.prod = testProducer(t, h.brokers)

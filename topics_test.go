@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,8 +23,7 @@ import (
 // test.
 func newTargetHarness(t *testing.T, brokers []string, name func(string) string, partitions int32) *harness {
 	t.Helper()
-	h := &harness{t: t, brokers: brokers, appID: name("wc"), input: name("lines"), output: name("counts"),
-		words: map[string]int64{}, rng: rand.New(rand.NewPCG(1, 2))}
+	h := bareHarness(t, brokers, name)
 	adm := newAdmin(t, brokers)
 	for _, topic := range []string{h.input, h.output} {
 		var configs map[string]*string
@@ -419,8 +417,7 @@ func offsetsAt(o kadm.Offsets) map[string]int64 {
 // (the 10 s allowed to reach the brokers do not limit it).
 func TestInternalTopicsAfterLateInput(t *testing.T) {
 	tg := kafkatest.ForTest(t)
-	h := &harness{t: t, brokers: tg.Brokers, appID: tg.Name("wc"), input: tg.Name("lines"), output: tg.Name("counts"),
-		words: map[string]int64{}, rng: rand.New(rand.NewPCG(1, 2))}
+	h := bareHarness(t, tg.Brokers, tg.Name)
 	h.prod = testProducer(t, h.brokers)
 	r := h.start("a", WithCreateSinks(nil))
 	// Not a wait for a condition: the input must appear after the 10 s.
