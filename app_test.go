@@ -153,12 +153,19 @@ func (h *harness) produce(n int) {
 	}
 }
 
+// flowVocab is the words of the lines produceErr writes. They reach every
+// partition of a 4- or 8-partition repartition topic, so any count task
+// an instance is given gets records (TestFlowVocabReachesEveryTask): a
+// test waiting for an instance to write output must not depend on which
+// tasks the assignor happened to give it.
+var flowVocab = []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu", "nu", "tau"}
+
 // produceErr writes n lines of random words and adds the words of the
 // lines the cluster acknowledged to the expected counts. A line whose
 // write failed may or may not be in the input: the error says that the
 // expected counts are unknown from then on.
 func (h *harness) produceErr(n int) error {
-	vocab := []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu"}
+	vocab := flowVocab
 	var recs []*kgo.Record
 	for i := range n {
 		var line []string
@@ -355,6 +362,20 @@ func (h *harness) checkHistories() {
 	if bad := counts.Exact(seqs, want, 10); bad != nil {
 		h.diagnose()
 		h.t.Fatalf("the committed output is not exactly 1..n per word (final counts are right):\n%s", strings.Join(bad, "\n"))
+	}
+}
+
+// TestFlowVocabReachesEveryTask: each of the 4 or 8 count tasks the
+// end-to-end tests run gets some of the flow's words.
+func TestFlowVocabReachesEveryTask(t *testing.T) {
+	for _, n := range []int32{4, 8} {
+		reached := map[int32]bool{}
+		for _, w := range flowVocab {
+			reached[topology.Partition([]byte(w), n)] = true
+		}
+		if len(reached) != int(n) {
+			t.Errorf("the flow's words reach %d of %d partitions: %v", len(reached), n, reached)
+		}
 	}
 }
 

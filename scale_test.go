@@ -290,8 +290,12 @@ func TestDrain(t *testing.T) {
 			t.Errorf("task %s moved off the draining instance cold (lag %d)", e.Task, e.Lag)
 		}
 	}
-	for _, e := range h.eventsOf(EventRestored) {
-		if e.Replayed > 10 {
+	// The drain's handovers are warm. (Handovers while the group formed
+	// are not the drain's: with members joining one by one, a task can
+	// move while the prefill is still being counted.)
+	drained, _ := h.since(m)
+	for _, e := range drained {
+		if e.Kind == EventRestored && e.Replayed > 10 {
 			t.Errorf("task %s replayed %d records on %s", e.Task, e.Replayed, e.Instance)
 		}
 	}

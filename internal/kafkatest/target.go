@@ -71,7 +71,15 @@ func Shared() (*Cluster, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	shared.c, shared.err = Start(ctx, Config{Nodes: nodes, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
+	shared.c, shared.err = Start(ctx, Config{
+		Nodes: nodes,
+		// The tests form a new group each, about a hundred per test
+		// binary: a broker's default 3 s wait for more members before
+		// a new group's first rebalance would add minutes. The fault
+		// tests start their own clusters and keep the default.
+		BrokerConfig: map[string]string{"group.initial.rebalance.delay.ms": "0"},
+		Logf:         func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
+	})
 	return shared.c, shared.err
 }
 
