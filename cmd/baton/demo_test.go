@@ -13,6 +13,46 @@ import (
 	"github.com/baton-streams/baton/internal/kafkatest"
 )
 
+// verifiedRe matches the demo's verification line: every count exact, or,
+// after an instance lost tasks without a commit, none below its word's
+// occurrences (at-least-once does the lost work again).
+var verifiedRe = regexp.MustCompile(`(?m)^Verified: all (\d+) words have (exactly the count of their occurrences\.|at least the count of their occurrences, \d+ more than it: at-least-once did the uncommitted work of lost tasks again \(.+\)\.).*$`)
+
+// logLost reports a verification that held only because tasks were lost:
+// the group expelled an instance (a starved machine can miss the demo's
+// 3s session timeout), so exact counts were not owed.
+func logLost(t *testing.T, line string) {
+	if strings.Contains(line, " lost ") {
+		t.Logf("an instance lost tasks, so counts were checked to be at least right: %s", line)
+	}
+}
+
+func TestCompareCounts(t *testing.T) {
+	want := map[string]int64{"a": 2, "b": 3, "c": 1}
+	for _, c := range []struct {
+		name string
+		got  map[string]int64
+		lost bool
+		over int
+		bad  string
+	}{
+		{"exact", map[string]int64{"a": 2, "b": 3, "c": 1}, false, 0, ""},
+		{"exact after a loss", map[string]int64{"a": 2, "b": 3, "c": 1}, true, 0, ""},
+		{"over without a loss", map[string]int64{"a": 3, "b": 3, "c": 1}, false, 0, "a: got 3, want 2"},
+		{"over after a loss", map[string]int64{"a": 3, "b": 4, "c": 1}, true, 2, ""},
+		{"under after a loss", map[string]int64{"a": 3, "b": 2, "c": 1}, true, 1, "b: got 2, want 3"},
+		{"missing", map[string]int64{"a": 2, "b": 3}, false, 0, "c: got 0, want 1"},
+	} {
+		over, bad := compareCounts(want, c.got, c.lost)
+		if over != c.over || bad != c.bad {
+			t.Errorf("%s: compareCounts = %d, %q; want %d, %q", c.name, over, bad, c.over, c.bad)
+		}
+	}
+	if !verifiedRe.MatchString(verifiedLine(3, 0, nil)) || !verifiedRe.MatchString(verifiedLine(3, 2, []string{"i2 lost 1_1"})) {
+		t.Errorf("verifiedRe does not match verifiedLine's lines")
+	}
+}
+
 // TestDemo runs the README's headline command, `baton demo`, as a user
 // would, and checks what it ends with: a handover row for every count
 // task that moved to i3, warm (lag within the demo's acceptable lag of
@@ -33,11 +73,11 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("baton demo: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	out := stdout.String()
-	verified := regexp.MustCompile(`(?m)^Verified: all (\d+) words have exactly the count of their occurrences\. Time to balance after the join: \d+\.\ds\.$`)
-	m := verified.FindStringSubmatch(out)
-	if m == nil {
+	m := verifiedRe.FindStringSubmatch(out)
+	if m == nil || !strings.Contains(m[0], " Time to balance after the join: ") {
 		t.Fatalf("no verification line in the demo's output:\n%s", out)
 	}
+	logLost(t, m[0])
 	if n, _ := strconv.Atoi(m[1]); n < distinct {
 		t.Errorf("verified %d words, want at least the %d the demo starts with", n, distinct)
 	}
@@ -73,9 +113,11 @@ func TestDemoAutoscale(t *testing.T) {
 		t.Fatalf("baton demo --autoscale: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	out := stdout.String()
-	if !regexp.MustCompile(`(?m)^Verified: all \d+ words have exactly the count of their occurrences\.$`).MatchString(out) {
+	v := verifiedRe.FindString(out)
+	if v == "" {
 		t.Fatalf("no verification line:\n%s", out)
 	}
+	logLost(t, v)
 	m := regexp.MustCompile(`(?m)^The instance count changed (\d+) times: ([\d >-]+)\.$`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no instance-count line:\n%s", out)
