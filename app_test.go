@@ -165,12 +165,11 @@ var flowVocab = []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "
 // write failed may or may not be in the input: the error says that the
 // expected counts are unknown from then on.
 func (h *harness) produceErr(n int) error {
-	vocab := flowVocab
 	var recs []*kgo.Record
 	for i := range n {
 		var line []string
 		for range 1 + h.rng.IntN(5) {
-			line = append(line, vocab[h.rng.IntN(len(vocab))])
+			line = append(line, flowVocab[h.rng.IntN(len(flowVocab))])
 		}
 		recs = append(recs, &kgo.Record{Topic: h.input, Key: []byte(strconv.Itoa(i)), Value: []byte(strings.Join(line, " ")), Timestamp: h.stamp()})
 	}
