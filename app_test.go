@@ -21,6 +21,7 @@ import (
 
 	"github.com/baton-streams/baton/internal/counts"
 	"github.com/baton-streams/baton/internal/kafkatest"
+	"github.com/baton-streams/baton/internal/txncheck"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -488,4 +489,16 @@ func (h *harness) logTopics() {
 		}
 		h.t.Log(line)
 	})
+	// A transaction committed in some partitions and aborted in others
+	// was split by the brokers (seen when a broker is killed during
+	// EndTxn and restarted at once): no client can make its counts exact.
+	sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer scancel()
+	splits, err := txncheck.ReadSplits(sctx, h.brokers, topics...)
+	if err != nil {
+		h.t.Logf("diagnostics: transaction markers: %v", err)
+	}
+	for _, s := range splits {
+		h.t.Logf("the brokers split a transaction: %s", s)
+	}
 }
