@@ -38,6 +38,7 @@ import (
 	"github.com/baton-streams/baton/internal/counts"
 	"github.com/baton-streams/baton/internal/faultnet"
 	"github.com/baton-streams/baton/internal/tick"
+	"github.com/baton-streams/baton/internal/txncheck"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -88,6 +89,12 @@ type Result struct {
 	// Histories, under exactly-once, are the words whose committed
 	// history of counts is not exactly 1..n (counts.Exact), at most 20.
 	Histories []string `json:"histories,omitempty"`
+	// Splits, when exactly-once counts are wrong, are the transactions
+	// the brokers committed in some partitions and aborted in others
+	// (txncheck.Splits): a fault of the cluster no client can repair.
+	Splits []string `json:"splits,omitempty"`
+	// SplitsUnread says why the markers could not all be read.
+	SplitsUnread string `json:"splits_unread,omitempty"`
 	// Intervals say who ran which task between two events and who was
 	// lost then: what excuses an at-least-once duplicate.
 	Intervals []Interval `json:"intervals"`
@@ -126,6 +133,12 @@ func (r Result) String() string {
 	histories := ""
 	if len(r.Histories) > 0 {
 		histories = fmt.Sprintf("; committed histories not 1..n: %s", strings.Join(r.Histories, "; "))
+	}
+	if len(r.Splits) > 0 {
+		histories += fmt.Sprintf("; transactions the brokers split: %s", strings.Join(r.Splits, "; "))
+	}
+	if r.SplitsUnread != "" {
+		histories += fmt.Sprintf("; transaction markers not all read: %s", r.SplitsUnread)
 	}
 	return fmt.Sprintf("seed %d, %s: events %s; records in %d, words %d, lost %d, duplicated %d%s%s%s",
 		r.Seed, r.Guarantee, strings.Join(ev, " "), r.RecordsIn, r.Words, r.Lost, r.Duplicated, unexcused, lostIn, histories)
@@ -311,6 +324,19 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			}
 			slices.Sort(d.Tasks)
 			res.Duplicates = append(res.Duplicates, d)
+		}
+	}
+	if cfg.Guarantee == baton.ExactlyOnce && !res.OK() {
+		// Counts wrong under exactly-once: were transactions split by
+		// the brokers (committed in some partitions, aborted in others)?
+		r.mu.Unlock()
+		splits, err := txncheck.ReadSplits(ctx, r.brokers, r.counts, topology.ChangelogTopic(r.appID, "counts"), topology.RepartitionTopic(r.appID, "words"))
+		r.mu.Lock()
+		if err != nil {
+			res.SplitsUnread = err.Error()
+		}
+		for _, sp := range splits {
+			res.Splits = append(res.Splits, sp.String())
 		}
 	}
 	return res, nil

@@ -3,12 +3,14 @@ package txncheck
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -129,12 +131,17 @@ func ReadEntries(ctx context.Context, brokers []string, topics ...string) ([]Ent
 	if err != nil {
 		return nil, fmt.Errorf("end offsets: %w", err)
 	}
-	if err := ends.Error(); err != nil {
-		return nil, fmt.Errorf("end offsets: %w", err)
-	}
+	var endErr error
 	from := map[string]map[int32]kgo.Offset{}
 	left := map[string]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
+		if errors.Is(o.Err, kerr.UnknownTopicOrPartition) {
+			return // not on this cluster (kfake keeps no __consumer_offsets topic)
+		}
+		if o.Err != nil {
+			endErr = fmt.Errorf("end offset of %s[%d]: %w", o.Topic, o.Partition, o.Err)
+			return
+		}
 		if o.Offset <= 0 {
 			return
 		}
@@ -144,6 +151,9 @@ func ReadEntries(ctx context.Context, brokers []string, topics ...string) ([]Ent
 		from[o.Topic][o.Partition] = kgo.NewOffset().AtStart()
 		left[fmt.Sprintf("%s[%d]", o.Topic, o.Partition)] = o.Offset
 	})
+	if endErr != nil {
+		return nil, endErr
+	}
 	if len(left) == 0 {
 		return nil, nil
 	}

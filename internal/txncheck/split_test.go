@@ -99,4 +99,9 @@ func TestReadEntries(t *testing.T) {
 	if s := Splits(entries); len(s) != 0 {
 		t.Errorf("Splits = %v, want none", s)
 	}
+	// ReadSplits also reads __consumer_offsets, which kfake does not
+	// keep as a topic: that is no error.
+	if s, err := ReadSplits(ctx, c.ListenAddrs(), "t"); err != nil || len(s) != 0 {
+		t.Errorf("ReadSplits = %v, %v; want none, no error", s, err)
+	}
 }
