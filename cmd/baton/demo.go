@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -466,12 +468,7 @@ func (d *demo) verify(ctx context.Context) (string, error) {
 // be equal, or, when tasks were lost (at-least-once redid their work), at
 // least equal. over is how many are more; bad names the first that fails.
 func compareCounts(want map[string]int64, got map[string]int64, lost bool) (over int, bad string) {
-	words := make([]string, 0, len(want))
-	for w := range want {
-		words = append(words, w)
-	}
-	sort.Strings(words)
-	for _, w := range words {
+	for _, w := range slices.Sorted(maps.Keys(want)) {
 		switch n := want[w]; {
 		case got[w] > n && lost:
 			over++

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -97,14 +99,7 @@ func Splits(entries []Entry) []Split {
 	return out
 }
 
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func sortedKeys(m map[string]bool) []string { return slices.Sorted(maps.Keys(m)) }
 
 // ReadSplits reads every record and marker of topics and of
 // __consumer_offsets (where transactional offset commits live), read
@@ -187,13 +182,8 @@ func ReadEntries(ctx context.Context, brokers []string, topics ...string) ([]Ent
 			byPart[k] = append(byPart[k], e)
 		})
 	}
-	parts := make([]string, 0, len(byPart))
-	for k := range byPart {
-		parts = append(parts, k)
-	}
-	sort.Strings(parts)
 	var all []Entry
-	for _, k := range parts {
+	for _, k := range slices.Sorted(maps.Keys(byPart)) {
 		all = append(all, byPart[k]...)
 	}
 	return all, short
