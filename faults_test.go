@@ -226,12 +226,57 @@ func kill(t *testing.T, c *kafkatest.Cluster, id int, why string) {
 	}
 }
 
+// restart brings broker id back at once: a bounce, as a supervisor
+// restarting a crashed process does. Apache Kafka can then split a
+// transaction whose EndTxn the broker had just taken (docs/apache-kafka.md);
+// BATON_FAULT_RESTART=fenced waits first until the cluster has moved every
+// leadership off the dead broker (its session with the controller ran
+// out), to soak the same faults without that race.
 func restart(t *testing.T, c *kafkatest.Cluster, id int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	switch v := os.Getenv("BATON_FAULT_RESTART"); v {
+	case "":
+	case "fenced":
+		waitLeadsNothing(ctx, t, c, id)
+	default:
+		t.Fatalf("BATON_FAULT_RESTART=%q: want fenced, or unset for a restart at once", v)
+	}
 	if err := c.Restart(ctx, id); err != nil {
 		t.Fatalf("restarting broker %d: %v\n%s", id, err, c.Log(id, 30))
+	}
+}
+
+// waitLeadsNothing waits until no partition of the cluster has broker id
+// as its leader.
+func waitLeadsNothing(ctx context.Context, t *testing.T, c *kafkatest.Cluster, id int) {
+	t.Helper()
+	start := time.Now()
+	for {
+		leads := -1
+		if cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...)); err == nil {
+			if md, err := kadm.NewClient(cl).Metadata(ctx); err == nil {
+				leads = 0
+				for _, td := range md.Topics {
+					for _, pd := range td.Partitions {
+						if pd.Leader == int32(id) {
+							leads++
+						}
+					}
+				}
+			}
+			cl.Close()
+		}
+		if leads == 0 {
+			t.Logf("broker %d leads no partition %v after it was killed", id, time.Since(start).Round(100*time.Millisecond))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("broker %d still leads %d partitions after %v", id, leads, time.Since(start).Round(time.Second))
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
 
