@@ -330,7 +330,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		// Counts wrong under exactly-once: were transactions split by
 		// the brokers (committed in some partitions, aborted in others)?
 		r.mu.Unlock()
-		splits, err := txncheck.ReadSplits(ctx, r.brokers, r.counts, topology.ChangelogTopic(r.appID, "counts"), topology.RepartitionTopic(r.appID, "words"))
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		splits, err := txncheck.ReadSplits(sctx, r.brokers, r.counts, topology.ChangelogTopic(r.appID, "counts"), topology.RepartitionTopic(r.appID, "words"))
+		cancel()
 		r.mu.Lock()
 		if err != nil {
 			res.SplitsUnread = err.Error()
