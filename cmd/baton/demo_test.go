@@ -42,6 +42,7 @@ func TestCompareCounts(t *testing.T) {
 		{"over after a loss", map[string]int64{"a": 3, "b": 4, "c": 1}, true, 2, ""},
 		{"under after a loss", map[string]int64{"a": 3, "b": 2, "c": 1}, true, 1, "b: got 2, want 3"},
 		{"missing", map[string]int64{"a": 2, "b": 3}, false, 0, "c: got 0, want 1"},
+		{"two wrong: the first in word order", map[string]int64{"a": 1, "b": 2, "c": 1}, false, 0, "a: got 1, want 2"},
 	} {
 		over, bad := compareCounts(want, c.got, c.lost)
 		if over != c.over || bad != c.bad {
