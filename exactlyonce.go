@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -234,13 +235,21 @@ func (c *transactional) rollback() {
 		if !t.active {
 			continue
 		}
+		// Where the task was: what its rewind and catch-up must undo
+		// or take over (the log of a rare path, for its diagnosis).
+		var where []any
+		for topic, eo := range t.offsets {
+			where = append(where, "processed_to_"+topic, eo.Offset)
+		}
 		for _, s := range t.stores {
 			s.clearPending()
 			if acked := s.acked.Load(); acked > s.checkpoint && !s.source {
 				s.inDoubt = max(s.inDoubt, acked)
 			}
+			where = append(where, "store_"+s.name, fmt.Sprintf("checkpoint %d, acked %d, in doubt to %d", s.checkpoint, s.acked.Load(), s.inDoubt))
 			s.acked.Store(s.checkpoint)
 		}
+		a.log.Info("rolled back", append([]any{"task", t.id}, where...)...)
 		clear(t.offsets)
 		delete(a.backlog, t.id)
 	}
@@ -661,6 +670,12 @@ func (a *App) applyUpTo(ctx context.Context, tasks []*task, upTo map[topicPart]i
 			if i := slices.IndexFunc(recs, func(r *kgo.Record) bool { return r.Offset >= end }); i >= 0 {
 				recs = recs[:i]
 			}
+			data := 0 // the committed records among them; the rest are markers
+			for _, r := range recs {
+				if r.Offset >= from && !r.Attrs.IsControl() {
+					data++
+				}
+			}
 			if _, err := c.s.applyChangelog(recs); err != nil {
 				ferr = fmt.Errorf("baton: task %s store %s: catching up: %w", c.t.id, c.s.name, err)
 				return
@@ -669,7 +684,7 @@ func (a *App) applyUpTo(ctx context.Context, tasks []*task, upTo map[topicPart]i
 			if len(recs) < len(fp.Records) {
 				next = end // the records left are past it
 			}
-			a.log.Info("store caught up with "+what, "task", c.t.id, "store", c.s.name, "from", from, "to", next)
+			a.log.Info("store caught up with "+what, "task", c.t.id, "store", c.s.name, "from", from, "to", next, "records", data)
 			if next >= end {
 				delete(behind[fp.Topic], fp.Partition)
 				left--
@@ -739,11 +754,14 @@ func (a *App) rewindInput(ctx context.Context, tasks []*task) error {
 		return err
 	}
 	a.group.SetOffsets(set)
-	n := 0
-	for _, ps := range set {
-		n += len(ps)
+	var to []string
+	for topic, ps := range set {
+		for p, eo := range ps {
+			to = append(to, fmt.Sprintf("%s[%d]@%d", topic, p, eo.Offset))
+		}
 	}
-	a.log.Info("input rewound to the last commit", "partitions", n)
+	slices.Sort(to)
+	a.log.Info("input rewound to the last commit", "partitions", len(to), "to", strings.Join(to, " "))
 	return nil
 }
 
