@@ -17,7 +17,6 @@ import (
 
 	"github.com/baton-streams/baton/internal/faultnet"
 	"github.com/baton-streams/baton/internal/kafkatest"
-	"github.com/baton-streams/baton/internal/tick"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -230,41 +229,28 @@ func kill(t *testing.T, c *kafkatest.Cluster, id int, why string) {
 // restart brings broker id back after a kill, in the way the fault tests
 // use by default for guarantee g. At-least-once: at once, as a supervisor
 // restarting a crashed process does (see bounce). Exactly-once: only once
-// the cluster has moved every leadership off the dead broker (its session
-// with the controller ran out, 8 to 11 s here). A broker restarted at once
-// can still lead its transaction log partition and act on a PrepareCommit
-// its followers never got, while the new leader aborts the same
-// transaction: Apache Kafka then splits it (docs/apache-kafka.md), and no
-// client can keep exact counts across that. BATON_FAULT_RESTART=at-once or
-// =fenced makes every restart of the fault tests go one way, to soak either.
+// the cluster has moved every leadership off the dead broker
+// (kafkatest.RestartFenced, 8 to 11 s here). A broker restarted at once can
+// still lead its transaction log partition and act on a PrepareCommit its
+// followers never got, while the new leader aborts the same transaction:
+// Apache Kafka then splits it (docs/apache-kafka.md), and no client keeps
+// exact counts across that. BATON_FAULT_RESTART=at-once or =fenced makes
+// every restart of the fault tests go one way, to soak either.
 func restart(t *testing.T, c *kafkatest.Cluster, id int, g Guarantee) {
 	t.Helper()
-	fenced := g == ExactlyOnce
-	switch v := os.Getenv("BATON_FAULT_RESTART"); v {
-	case "":
-	case "at-once":
-		fenced = false
-	case "fenced":
-		fenced = true
-	default:
-		t.Fatalf("BATON_FAULT_RESTART=%q: want at-once or fenced, or unset for the default of each guarantee", v)
+	fenced, err := kafkatest.FencedRestart(g == ExactlyOnce)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if !fenced {
 		bounce(t, c, id)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	start := time.Now()
-	leads := -1
-	if !tick.Until(ctx, 2*time.Minute, 200*time.Millisecond, func() bool {
-		leads = partitionsLedBy(ctx, c, id)
-		return leads == 0
-	}) {
-		t.Fatalf("broker %d still leads %d partitions %v after it was killed", id, leads, time.Since(start).Round(time.Second))
+	if err := c.RestartFenced(ctx, id); err != nil {
+		t.Fatalf("restarting broker %d: %v\n%s", id, err, c.Log(id, 30))
 	}
-	t.Logf("broker %d leads no partition %v after it was killed; restarting it", id, time.Since(start).Round(100*time.Millisecond))
-	bounce(t, c, id)
 }
 
 // bounce brings broker id back at once.
@@ -275,29 +261,6 @@ func bounce(t *testing.T, c *kafkatest.Cluster, id int) {
 	if err := c.Restart(ctx, id); err != nil {
 		t.Fatalf("restarting broker %d: %v\n%s", id, err, c.Log(id, 30))
 	}
-}
-
-// partitionsLedBy is how many partitions of the cluster have broker id as
-// their leader, or -1 when the cluster's metadata could not be read.
-func partitionsLedBy(ctx context.Context, c *kafkatest.Cluster, id int) int {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
-	if err != nil {
-		return -1
-	}
-	defer cl.Close()
-	md, err := kadm.NewClient(cl).Metadata(ctx)
-	if err != nil {
-		return -1
-	}
-	leads := 0
-	for _, td := range md.Topics {
-		for _, pd := range td.Partitions {
-			if pd.Leader == int32(id) {
-				leads++
-			}
-		}
-	}
-	return leads
 }
 
 // TestFaultCoordinatorDiesWhileLearning: two instances hold real state; a

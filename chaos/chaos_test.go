@@ -19,12 +19,20 @@ func TestMain(m *testing.M) {
 }
 
 // external returns the shared Apache Kafka cluster as the run's cluster
-// with BATON_KAFKA=real (its restarts kill -9 one broker and start it
-// again), or nil for an embedded cluster of the run's own.
-func external(t *testing.T) *External {
+// with BATON_KAFKA=real, or nil for an embedded cluster of the run's own.
+// Its restarts kill -9 one broker and start it again: at once under
+// at-least-once; under exactly-once once the cluster has moved the
+// broker's leaderships away (kafkatest.RestartFenced: restarted at once, a
+// broker can complete a transaction the cluster has aborted).
+// BATON_FAULT_RESTART=at-once or =fenced makes them all one way.
+func external(t *testing.T, g baton.Guarantee) *External {
 	tg := kafkatest.ForTest(t)
 	if tg.Kafka == nil {
 		return nil
+	}
+	fenced, err := kafkatest.FencedRestart(g == baton.ExactlyOnce)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return &External{Brokers: tg.Brokers, Prefix: tg.Name(""),
 		RestartBroker: func(ctx context.Context, rng *rand.Rand) (string, error) {
@@ -32,10 +40,17 @@ func external(t *testing.T) *External {
 			if err := tg.Kafka.Kill(node); err != nil {
 				return "", err
 			}
-			if err := tg.Kafka.Restart(ctx, node); err != nil {
+			if !fenced {
+				if err := tg.Kafka.Restart(ctx, node); err != nil {
+					return "", err
+				}
+				return fmt.Sprintf("broker %d was killed (kill -9) and restarted", node), nil
+			}
+			start := time.Now()
+			if err := tg.Kafka.RestartFenced(ctx, node); err != nil {
 				return "", err
 			}
-			return fmt.Sprintf("broker %d was killed (kill -9) and restarted", node), nil
+			return fmt.Sprintf("broker %d was killed (kill -9) and restarted once it led nothing (%v later)", node, time.Since(start).Round(100*time.Millisecond)), nil
 		}}
 }
 
@@ -50,7 +65,7 @@ func TestChaosShort(t *testing.T) {
 	}
 	for _, g := range []baton.Guarantee{baton.AtLeastOnce, baton.ExactlyOnce} {
 		t.Run(g.String(), func(t *testing.T) {
-			cfg := Config{Duration: 20 * time.Second, Every: 2 * time.Second, Seed: 7, Guarantee: g, External: external(t)}
+			cfg := Config{Duration: 20 * time.Second, Every: 2 * time.Second, Seed: 7, Guarantee: g, External: external(t, g)}
 			if s := os.Getenv("BATON_CHAOS_DURATION"); s != "" {
 				d, err := time.ParseDuration(s)
 				if err != nil || d <= 0 {

@@ -36,8 +36,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/baton-streams/baton/internal/tick"
 )
 
 // Version is the Apache Kafka version the pom fetches.
@@ -359,6 +362,58 @@ func (c *Cluster) Restart(ctx context.Context, id int) error {
 	}
 	c.logf("kafkatest: node %d restarted", id)
 	return nil
+}
+
+// RestartFenced starts a killed node again once the cluster has moved every
+// partition leadership off it (the controller fenced it when its session
+// ran out: broker.session.timeout.ms, 9 s by default). A node restarted at
+// once can still lead partitions for a few seconds and act on what its own
+// log holds past its followers': Apache Kafka's transaction coordinator
+// loads its log to the log end offset, and so can complete a transaction
+// that the partition's next leader, which never got its PrepareCommit,
+// aborts.
+func (c *Cluster) RestartFenced(ctx context.Context, id int) error {
+	start := time.Now()
+	leads, lastErr := -1, error(nil)
+	if !tick.Until(ctx, 2*time.Minute, 200*time.Millisecond, func() bool {
+		n, err := c.PartitionsLedBy(ctx, id)
+		if err != nil {
+			lastErr = err
+			return false
+		}
+		leads = n
+		return n == 0
+	}) {
+		if leads < 0 {
+			return fmt.Errorf("kafkatest: waiting for node %d to lead nothing: %v", id, lastErr)
+		}
+		return fmt.Errorf("kafkatest: node %d still leads %d partitions %v after it was killed", id, leads, time.Since(start).Round(100*time.Millisecond))
+	}
+	c.logf("kafkatest: node %d leads no partition after %v", id, time.Since(start).Round(100*time.Millisecond))
+	return c.Restart(ctx, id)
+}
+
+// PartitionsLedBy counts the partitions whose leader is node id, as the
+// cluster's metadata says.
+func (c *Cluster) PartitionsLedBy(ctx context.Context, id int) (int, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Addrs()...))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	md, err := kadm.NewClient(cl).Metadata(ctx)
+	if err != nil {
+		return 0, err
+	}
+	leads := 0
+	for _, td := range md.Topics {
+		for _, pd := range td.Partitions {
+			if pd.Leader == int32(id) {
+				leads++
+			}
+		}
+	}
+	return leads, nil
 }
 
 func (c *Cluster) node(id int) (*node, error) {

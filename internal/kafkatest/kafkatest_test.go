@@ -95,21 +95,7 @@ func TestKillAndRestart(t *testing.T) {
 	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "t"); err != nil {
 		t.Fatal(err)
 	}
-	// The metadata may not list the new partition's leader at once.
-	leader := 0
-	for deadline := time.Now().Add(30 * time.Second); leader < 1; {
-		td, err := adm.ListTopics(ctx, "t")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p, ok := td["t"].Partitions[0]; ok && p.Err == nil && p.Leader >= 1 {
-			leader = int(p.Leader)
-		} else if time.Now().After(deadline) {
-			t.Fatalf("no leader listed for t[0]: %+v", td["t"])
-		} else {
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	leader := leaderOf(ctx, t, adm, "t")
 	if err := c.Kill(leader); err != nil {
 		t.Fatal(err)
 	}
@@ -129,5 +115,74 @@ func TestKillAndRestart(t *testing.T) {
 	md, err := kadm.NewClient(fresh).BrokerMetadata(ctx)
 	if err != nil || len(md.Brokers) != 3 {
 		t.Fatalf("after restart, node %d sees %v brokers, err %v", leader, len(md.Brokers), err)
+	}
+
+	// A fenced restart waits while the dead node still leads a partition:
+	// the controller fences it only when its session runs out
+	// (broker.session.timeout.ms, 9 s), so a second after the kill it
+	// still leads t[0] and the restart does not happen.
+	leader = leaderOf(ctx, t, adm, "t")
+	if err := c.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, time.Second)
+	defer cancelShort()
+	if err := c.RestartFenced(short, leader); err == nil || !strings.Contains(err.Error(), "still leads 1 partitions") {
+		t.Fatalf("a fenced restart a second after the kill: err %v, want one saying node %d still leads 1 partitions", err, leader)
+	}
+	if err := c.RestartFenced(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.PartitionsLedBy(ctx, leader); err != nil || n != 0 {
+		t.Fatalf("node %d leads %d partitions right after its fenced restart (err %v), want 0", leader, n, err)
+	}
+	md, err = kadm.NewClient(fresh).BrokerMetadata(ctx)
+	if err != nil || len(md.Brokers) != 3 {
+		t.Fatalf("after the fenced restart, node %d sees %v brokers, err %v", leader, len(md.Brokers), err)
+	}
+}
+
+// leaderOf waits until the metadata lists a leader for topic's partition 0
+// (it may not at once for a new topic) and returns it.
+func leaderOf(ctx context.Context, t *testing.T, adm *kadm.Client, topic string) int {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		td, err := adm.ListTopics(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, ok := td[topic].Partitions[0]; ok && p.Err == nil && p.Leader >= 1 {
+			return int(p.Leader)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no leader listed for %s[0]: %+v", topic, td[topic])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestFencedRestart(t *testing.T) {
+	for _, c := range []struct {
+		env       string
+		def, want bool
+		err       string
+	}{
+		{"", false, false, ""},
+		{"", true, true, ""},
+		{"at-once", true, false, ""},
+		{"fenced", false, true, ""},
+		{"later", true, false, `BATON_FAULT_RESTART="later": want at-once or fenced`},
+	} {
+		t.Setenv(EnvRestart, c.env)
+		got, err := FencedRestart(c.def)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s=%q: err %v, want one saying %q", EnvRestart, c.env, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%s=%q, default %v: got %v, %v; want %v", EnvRestart, c.env, c.def, got, err, c.want)
+		}
 	}
 }

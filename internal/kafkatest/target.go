@@ -32,6 +32,26 @@ const (
 	EnvNodes = "BATON_KAFKA_NODES"
 )
 
+// EnvRestart names the variable that makes every fault test bring a killed
+// broker back one way: "at-once" (Restart) or "fenced" (RestartFenced).
+// Unset, each test chooses.
+const EnvRestart = "BATON_FAULT_RESTART"
+
+// FencedRestart reports whether a test should bring a killed broker back
+// with RestartFenced: def, unless EnvRestart says otherwise.
+func FencedRestart(def bool) (bool, error) {
+	switch v := os.Getenv(EnvRestart); v {
+	case "":
+		return def, nil
+	case "at-once":
+		return false, nil
+	case "fenced":
+		return true, nil
+	default:
+		return false, fmt.Errorf("%s=%q: want at-once or fenced, or unset for each test's default", EnvRestart, v)
+	}
+}
+
 // Real reports whether BATON_KAFKA selects Apache Kafka. Any value other
 // than "", "embedded" and "real" fails the tests that ask.
 func Real(t testing.TB) bool {
