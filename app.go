@@ -230,7 +230,10 @@ func (a *App) produce(r *kgo.Record, promise func(*kgo.Record, error)) { a.commi
 // within 10 s, if the state directory is locked, if the brokers refuse
 // the session timeout, if another instance took its instance id
 // (ErrInstanceIDInUse), or if processing fails (a store on a failing disk:
-// state.ErrFailed). Run may be called once.
+// state.ErrFailed). Under exactly-once a fenced producer, or an abort
+// not done within 30 s, does not stop it: it closes its tasks and joins
+// again with new clients (baton_member_restarts_total). Run may be called
+// once.
 func (a *App) Run(ctx context.Context) (err error) {
 	if !a.running.CompareAndSwap(false, true) {
 		return ErrRunning
@@ -256,18 +259,28 @@ func (a *App) Run(ctx context.Context) (err error) {
 	defer a.purger.close()
 	for {
 		err := a.member(ctx)
-		if ctx.Err() != nil || !fenced(err) {
+		switch {
+		case ctx.Err() != nil:
+			return err
+		case fenced(err):
+			if taken := a.instanceIDTaken(ctx, err); taken != nil {
+				a.log.Error("stopping", "err", taken)
+				return taken
+			}
+			// Another producer with this instance's transactional id
+			// took over (the brokers bumped its epoch while an outcome
+			// was lost, a broker restart): this client can no longer
+			// write. Kafka Streams closes its tasks and rejoins with a
+			// new producer; so does this.
+			a.log.Warn("the transactional producer was fenced; closing the tasks and joining again with a new client", "err", err)
+		case errors.Is(err, errAbortUnresolved):
+			// The new client's producer ends the open transaction
+			// (committed if its commit had got through, else aborted)
+			// before it writes; the tasks restore what was committed.
+			a.log.Warn("closing the tasks and joining again with a new client, which ends the open transaction", "err", err)
+		default:
 			return err
 		}
-		if taken := a.instanceIDTaken(ctx, err); taken != nil {
-			a.log.Error("stopping", "err", taken)
-			return taken
-		}
-		// Another producer with this instance's transactional id took
-		// over (the brokers bumped its epoch while an outcome was lost, a
-		// broker restart): this client can no longer write. Kafka Streams
-		// closes its tasks and rejoins with a new producer; so does this.
-		a.log.Warn("the transactional producer was fenced; closing the tasks and joining again with a new client", "err", err)
 		a.metrics.memberRestarts.Inc()
 		a.close()
 		a.reset()
@@ -276,6 +289,10 @@ func (a *App) Run(ctx context.Context) (err error) {
 		}
 	}
 }
+
+// rejoins reports whether Run answers err by closing the tasks and
+// joining the group again with new clients.
+func rejoins(err error) bool { return fenced(err) || errors.Is(err, errAbortUnresolved) }
 
 // fenced reports whether err says the transactional producer was fenced.
 // Apache Kafka with transactions v2 answers the fenced producer's EndTxn

@@ -346,11 +346,17 @@ func lagText(l int64) any {
 	return l
 }
 
-// abort stops after an error without committing anything more.
+// abort stops after an error without committing anything more: the
+// instance stops, or, after an error Run answers with new clients
+// (rejoins), only this member does.
 func (a *App) abort(err error) error {
 	a.commit.abort()
 	a.closeAll()
-	a.log.Error("stopping", "err", err)
+	if rejoins(err) {
+		a.log.Warn("closing the tasks", "err", err)
+	} else {
+		a.log.Error("stopping", "err", err)
+	}
 	return err
 }
 

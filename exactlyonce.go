@@ -410,6 +410,10 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 	return r
 }
 
+// errAbortUnresolved: an exactly-once abort did not complete within the
+// abort timeout. Run then joins again with a new client.
+var errAbortUnresolved = errors.New("baton: the transaction's abort did not complete")
+
 // abortTxn aborts the open transaction after cause and begins the next;
 // the loop rolls the active tasks back when it gets the result.
 func (c *transactional) abortTxn(r commitResult, cause error) commitResult {
@@ -418,9 +422,9 @@ func (c *transactional) abortTxn(r commitResult, cause error) commitResult {
 	a.metrics.transactions.WithLabelValues("aborted").Inc()
 	c.aborts.Add(1)
 	r.aborted, r.err = true, cause
-	ctx, cancel := context.WithTimeout(a.runCtx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(a.runCtx, a.cfg.abortTimeout)
 	defer cancel()
-	bctx, bcancel := context.WithTimeout(ctx, 10*time.Second)
+	bctx, bcancel := context.WithTimeout(ctx, a.cfg.abortTimeout/3)
 	if err := a.group.AbortBufferedRecords(bctx); err != nil {
 		a.log.Warn("dropping unsent records", "err", err)
 	}
@@ -428,7 +432,12 @@ func (c *transactional) abortTxn(r commitResult, cause error) commitResult {
 	// An abort whose outcome is unknown (the cluster went away) is tried
 	// again: the client then fences the old transaction by bumping the
 	// producer epoch. An instance told to leave at once stops trying; the
-	// cluster aborts the transaction at its timeout.
+	// cluster aborts the transaction at its timeout. One that is still
+	// not done after the abort timeout (the transaction coordinator out
+	// of reach that long: brokers dying one after another) closes its
+	// tasks and joins again with a new client (errAbortUnresolved), whose
+	// producer, with the same transactional id, ends the transaction as
+	// it starts.
 	for {
 		err := a.group.EndTransaction(ctx, kgo.TryAbort)
 		if err == nil {
@@ -437,11 +446,12 @@ func (c *transactional) abortTxn(r commitResult, cause error) commitResult {
 		a.log.Warn("aborting the transaction; trying again", "err", err)
 		select {
 		case <-a.leaveNow:
+			a.fail(fmt.Errorf("baton: aborting the transaction: %w (after %v)", err, cause))
 		case <-ctx.Done():
+			a.fail(fmt.Errorf("%w within %v: %w (after %v)", errAbortUnresolved, a.cfg.abortTimeout, err, cause))
 		case <-time.After(200 * time.Millisecond):
 			continue
 		}
-		a.fail(fmt.Errorf("baton: aborting the transaction: %w (after %v)", err, cause))
 		return r
 	}
 	if err := c.beginTxn(); err != nil {

@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/baton-streams/baton/internal/faultnet"
+	"github.com/baton-streams/baton/internal/kafkatest"
 	"github.com/baton-streams/baton/internal/txncheck"
 	"github.com/baton-streams/baton/topology"
 )
@@ -276,6 +280,82 @@ func TestExactlyOnceFencedRejoins(t *testing.T) {
 	rogue.Close()
 	restarts := func() float64 { return testutil.ToFloat64(a.app.metrics.memberRestarts) }
 	h.eventually(60*time.Second, "a to join again with a new client", func() bool { return restarts() > 0 })
+	f.stop()
+	select {
+	case err := <-a.done:
+		t.Fatalf("a stopped: %v", err)
+	default:
+	}
+	h.eventually(60*time.Second, "a to run every task again", func() bool { _, all := owners(a); return all })
+	h.waitExact(60 * time.Second)
+}
+
+// withAbortTimeout shortens the exactly-once abort timeout (30 s).
+func withAbortTimeout(d time.Duration) Option { return func(c *config) { c.abortTimeout = d } }
+
+// TestExactlyOnceAbortUnresolvedRejoins: produce stalls and the
+// transaction coordinator stops answering EndTxn, as on Apache Kafka while
+// the broker leading them is dead and its partitions have not moved yet,
+// or while brokers die one after another. A commit fails on its flush,
+// and every attempt to abort fails past the abort timeout. The instance closes its tasks and joins again with a new
+// client instead of stopping, and once EndTxn is answered again every
+// count is exact.
+func TestExactlyOnceAbortUnresolvedRejoins(t *testing.T) {
+	if kafkatest.Real(t) {
+		t.Skip("fails EndTxn through the embedded cluster's request hooks; runs on the embedded cluster only")
+	}
+	k, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(4),
+		kfake.GroupMinSessionTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	var down atomic.Bool
+	var refused atomic.Int32
+	k.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		if !down.Load() {
+			return nil, nil, false
+		}
+		refused.Add(1)
+		resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return resp, nil, true
+	})
+	// Produce stalls too (its partition's leader is dead), so the commit
+	// fails on its flush with the transaction still open in the client.
+	k.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		k.KeepControl()
+		if !down.Load() {
+			return nil, nil, false
+		}
+		r := req.(*kmsg.ProduceRequest)
+		resp := r.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	h := newHarnessOn(t, &kafkatest.Target{Brokers: k.ListenAddrs()}, 4)
+	h.prefill(200)
+	a := h.start("a", WithGuarantee(ExactlyOnce), withAbortTimeout(2*time.Second))
+	h.eventually(60*time.Second, "a to run every task", func() bool { _, all := owners(a); return all })
+	h.waitExact(60 * time.Second)
+	f := h.startFlow(10 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	down.Store(true)
+	restarts := func() float64 { return testutil.ToFloat64(a.app.metrics.memberRestarts) }
+	h.eventually(60*time.Second, "a to join again with a new client", func() bool { return restarts() > 0 })
+	down.Store(false)
+	t.Logf("EndTxn refused %d times before a joined again", refused.Load())
 	f.stop()
 	select {
 	case err := <-a.done:

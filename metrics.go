@@ -48,7 +48,7 @@ func newMetrics(r prometheus.Registerer, appID, instance string) *metrics {
 		rebalances: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_rebalances_total",
 			Help: "Rebalance rounds this instance took part in.", ConstLabels: labels}),
 		memberRestarts: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_member_restarts_total",
-			Help: "Times the instance closed its tasks and joined again with new clients (its transactional producer was fenced).", ConstLabels: labels}),
+			Help: "Times the instance closed its tasks and joined again with new clients (its transactional producer was fenced, or an abort did not complete within 30 s).", ConstLabels: labels}),
 		replayed: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_records_replayed_on_handover_total",
 			Help: "Records restored after a task became active here (on the critical path).", ConstLabels: labels}),
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "baton_commit_seconds",

@@ -51,6 +51,9 @@ type config struct {
 	badRecords     BadRecordPolicy
 	guarantee      Guarantee
 	txnTimeout     time.Duration
+	// abortTimeout bounds an exactly-once abort (30 s): one not done by
+	// then is settled by joining again with a new client.
+	abortTimeout time.Duration
 	// Internal topics: replication factor and min.insync.replicas (the
 	// defaults depend on the cluster's size), and how often repartition
 	// topics are purged.
@@ -88,6 +91,7 @@ func defaults() config {
 		instanceID:     fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), time.Now().UnixNano()&0xffff),
 		logger:         slog.Default(),
 		txnTimeout:     10 * time.Second,
+		abortTimeout:   30 * time.Second,
 		purgeInterval:  DefaultPurgeInterval,
 		autoscale:      autoscale.DefaultConfig(),
 		inputEvery:     DefaultInputLagInterval,
