@@ -322,14 +322,16 @@ func TestExactlyOnceAbortUnresolvedRejoins(t *testing.T) {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return resp, nil, true
 	})
-	// Produce stalls too (its partition's leader is dead), so the commit
-	// fails on its flush with the transaction still open in the client.
+	// The instance's transactional produce stalls too (its partition's
+	// leader is dead), so the commit fails on its flush with the
+	// transaction still open in the client. The test's own input
+	// producer is not transactional and goes on.
 	k.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		k.KeepControl()
-		if !down.Load() {
+		r := req.(*kmsg.ProduceRequest)
+		if !down.Load() || r.TransactionID == nil {
 			return nil, nil, false
 		}
-		r := req.(*kmsg.ProduceRequest)
 		resp := r.ResponseKind().(*kmsg.ProduceResponse)
 		for _, rt := range r.Topics {
 			st := kmsg.NewProduceResponseTopic()
@@ -352,6 +354,7 @@ func TestExactlyOnceAbortUnresolvedRejoins(t *testing.T) {
 	f := h.startFlow(10 * time.Millisecond)
 	time.Sleep(300 * time.Millisecond)
 	down.Store(true)
+	t.Cleanup(func() { down.Store(false) }) // before the flow stops, should the test fail
 	restarts := func() float64 { return testutil.ToFloat64(a.app.metrics.memberRestarts) }
 	h.eventually(60*time.Second, "a to join again with a new client", func() bool { return restarts() > 0 })
 	down.Store(false)
