@@ -278,8 +278,22 @@ func TestExactlyOnceFencedRejoins(t *testing.T) {
 	_ = rogue.ProduceSync(context.Background(), &kgo.Record{Topic: h.output, Key: []byte("rogue"), Value: []byte("1")}).FirstErr()
 	_ = rogue.EndTransaction(context.Background(), kgo.TryAbort)
 	rogue.Close()
+	waitRejoined(h, a)
+	runsExact(t, h, a, f)
+}
+
+// waitRejoined waits until a has closed its tasks and joined the group
+// again with new clients.
+func waitRejoined(h *harness, a *running) {
+	h.t.Helper()
 	restarts := func() float64 { return testutil.ToFloat64(a.app.metrics.memberRestarts) }
 	h.eventually(60*time.Second, "a to join again with a new client", func() bool { return restarts() > 0 })
+}
+
+// runsExact stops the flow and checks that a still runs, owns every task
+// again and ends with every count exact.
+func runsExact(t *testing.T, h *harness, a *running, f *flow) {
+	t.Helper()
 	f.stop()
 	select {
 	case err := <-a.done:
@@ -355,16 +369,8 @@ func TestExactlyOnceAbortUnresolvedRejoins(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	down.Store(true)
 	t.Cleanup(func() { down.Store(false) }) // before the flow stops, should the test fail
-	restarts := func() float64 { return testutil.ToFloat64(a.app.metrics.memberRestarts) }
-	h.eventually(60*time.Second, "a to join again with a new client", func() bool { return restarts() > 0 })
+	waitRejoined(h, a)
 	down.Store(false)
 	t.Logf("EndTxn refused %d times before a joined again", refused.Load())
-	f.stop()
-	select {
-	case err := <-a.done:
-		t.Fatalf("a stopped: %v", err)
-	default:
-	}
-	h.eventually(60*time.Second, "a to run every task again", func() bool { _, all := owners(a); return all })
-	h.waitExact(60 * time.Second)
+	runsExact(t, h, a, f)
 }
