@@ -348,14 +348,19 @@ func (a *App) instanceIDTaken(ctx context.Context, fence error) error {
 
 // member runs the group member until the loop ends.
 func (a *App) member(ctx context.Context) error {
+	// The committer reads the member's channels (a.ch) to its end: it is
+	// waited for before Run resets them for a new member. The wait is
+	// deferred first so that it runs after the cancel that ends it.
+	var committer sync.WaitGroup
+	defer committer.Wait()
 	switch c := a.commit.(type) {
 	case *transactional:
 		if err := c.beginTxn(); err != nil {
 			return err
 		}
-		go c.run(a.runCtx)
+		committer.Go(func() { c.run(a.runCtx) })
 	case *atLeastOnce:
-		go c.run(a.runCtx)
+		committer.Go(func() { c.run(a.runCtx) })
 	}
 	defer a.cancel(errStopped)
 	go a.globals.watch(a.runCtx, a.cancel)
