@@ -39,8 +39,16 @@ func faultOptions(g Guarantee) []Option {
 
 // startKafka starts a 3-node Apache Kafka cluster for one test, or skips
 // the test when BATON_KAFKA is not "real".
+//
+// It marks the test parallel first: the fault tests run after the
+// package's sequential tests, as many at once as -parallel allows
+// (GOMAXPROCS by default, two on a 2-core machine), each on a cluster of
+// its own. Much of a fault test is waiting for the controller to fence a
+// killed broker or for a session to expire, so two at a time take about
+// 60 % of the time they take one after the other.
 func startKafka(t *testing.T) *kafkatest.Cluster {
 	t.Helper()
+	t.Parallel()
 	if !kafkatest.Real(t) {
 		t.Skip("kills Apache Kafka brokers: run with BATON_KAFKA=real")
 	}
