@@ -739,26 +739,9 @@ func (a *App) rewindInput(ctx context.Context, tasks []*task) error {
 	if err != nil {
 		return fmt.Errorf("baton: reading start offsets to rewind: %w", err)
 	}
-	// A partition whose committed offset cannot be read yet (a broker
-	// still writing the abort markers answers UNSTABLE_OFFSET_COMMIT) is
-	// asked again until ctx ends: taking it for "no commit" would process
-	// the whole partition again into stores that hold its effects.
-	var set map[string]map[int32]kgo.EpochOffset
-	for {
-		committed, err := a.admin.FetchOffsets(kadm.RequireStable(ctx), a.cfg.appID)
-		if err == nil {
-			set, err = rewindOffsets(parts, committed, starts)
-		} else {
-			err = fmt.Errorf("baton: reading committed offsets to rewind: %w", err)
-		}
-		if err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(100 * time.Millisecond):
-		}
+	set, err := rewindTargets(ctx, a.admin, a.cfg.appID, parts, starts)
+	if err != nil {
+		return err
 	}
 	if err := a.catchUpSources(ctx, tasks, set); err != nil {
 		return err
@@ -773,6 +756,32 @@ func (a *App) rewindInput(ctx context.Context, tasks []*task) error {
 	slices.Sort(to)
 	a.log.Info("input rewound to the last commit", "partitions", len(to), "to", strings.Join(to, " "))
 	return nil
+}
+
+// rewindTargets reads group's stable committed offsets and decides with
+// rewindOffsets where each input partition of parts goes. A partition whose
+// committed offset cannot be read yet (its group coordinator answers
+// UNSTABLE_OFFSET_COMMIT while a transaction holding offsets for it is
+// still open or its markers are being written) is asked again every
+// 100 ms until ctx ends: taking it for "no commit" would process the
+// whole partition again into stores that hold its effects.
+func rewindTargets(ctx context.Context, adm *kadm.Client, group string, parts map[string][]int32, starts kadm.ListedOffsets) (map[string]map[int32]kgo.EpochOffset, error) {
+	for {
+		committed, err := adm.FetchOffsets(kadm.RequireStable(ctx), group)
+		if err != nil {
+			err = fmt.Errorf("baton: reading committed offsets to rewind: %w", err)
+		} else {
+			var set map[string]map[int32]kgo.EpochOffset
+			if set, err = rewindOffsets(parts, committed, starts); err == nil {
+				return set, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // rewindOffsets decides where each input partition of parts goes after an

@@ -251,6 +251,142 @@ func TestRewindOffsets(t *testing.T) {
 	}
 }
 
+// TestRewindWaitsForPendingOffsets: the group has committed offset 5 of an
+// input partition whose log starts at 3, and a transaction that commits
+// offset 8 for it is still open, as when an instance aborted and its
+// markers are not all written yet. A stable read of the group's offsets
+// cannot give that partition's offset until the transaction ends (Apache
+// Kafka answers UNSTABLE_OFFSET_COMMIT for the partition); the rewind asks
+// again until then and goes back to 5 after the abort, not to the start
+// of the partition.
+func TestRewindWaitsForPendingOffsets(t *testing.T) {
+	tg := kafkatest.ForTest(t)
+	topic, group, txnID := tg.Name("in"), tg.Name("g"), tg.Name("txn")
+	tg.CreateTopic(t, topic, 1, false)
+	adm := newAdmin(t, tg.Brokers)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.Brokers...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := range 10 {
+		if err := cl.ProduceSync(ctx, kgo.StringRecord(fmt.Sprint(i))).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trimmed, err := adm.DeleteRecords(ctx, kadm.Offsets{topic: {0: {Topic: topic, Partition: 0, At: 3}}})
+	if err == nil {
+		err = trimmed.Error()
+	}
+	if err != nil {
+		t.Fatalf("moving the log start to 3: %v", err)
+	}
+	committed, err := adm.CommitOffsets(ctx, group, kadm.Offsets{topic: {0: {Topic: topic, Partition: 0, At: 5, LeaderEpoch: -1}}})
+	if err == nil {
+		err = committed.Error()
+	}
+	if err != nil {
+		t.Fatalf("committing offset 5: %v", err)
+	}
+
+	// The open transaction: its producer adds the group's offsets to it
+	// and commits offset 8 in it, then waits.
+	txn, err := kgo.NewClient(kgo.SeedBrokers(tg.Brokers...), kgo.TransactionalID(txnID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txn.Close()
+	pid, epoch, err := txn.ProducerID(ctx)
+	if err != nil {
+		t.Fatalf("initializing the transactional producer: %v", err)
+	}
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, pid, epoch, group
+	addResp, err := add.RequestWith(ctx, txn)
+	if err == nil {
+		err = kerr.ErrorForCode(addResp.ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("AddOffsetsToTxn: %v", err)
+	}
+	commit := kmsg.NewPtrTxnOffsetCommitRequest()
+	commit.TransactionalID, commit.Group, commit.ProducerID, commit.ProducerEpoch, commit.Generation = txnID, group, pid, epoch, -1
+	td, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct := kmsg.NewTxnOffsetCommitRequestTopic()
+	ct.Topic, ct.TopicID = topic, td[topic].ID // by name up to v5, by id from v6
+	cp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	cp.Partition, cp.Offset, cp.LeaderEpoch = 0, 8, -1
+	ct.Partitions = append(ct.Partitions, cp)
+	commit.Topics = append(commit.Topics, ct)
+	commitResp, err := commit.RequestWith(ctx, txn)
+	if err == nil {
+		for _, rt := range commitResp.Topics {
+			for _, rp := range rt.Partitions {
+				err = errors.Join(err, kerr.ErrorForCode(rp.ErrorCode))
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("TxnOffsetCommit: %v", err)
+	}
+
+	// What the rewind's read sees while the transaction is open.
+	stable, err := adm.FetchOffsets(kadm.RequireStable(ctx), group)
+	if err == nil {
+		if o, ok := stable.Lookup(topic, 0); ok {
+			err = o.Err
+			if err == nil {
+				t.Fatalf("a stable read gave offset %d of %s[0] while a transaction holding offsets for it is open", o.At, topic)
+			}
+		}
+	}
+	t.Logf("a stable read with the transaction open: %v", err)
+	if tg.Kafka != nil && !errors.Is(err, kerr.UnstableOffsetCommit) {
+		t.Fatalf("a stable read with the transaction open: %v, want UNSTABLE_OFFSET_COMMIT", err)
+	}
+
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		set map[string]map[int32]kgo.EpochOffset
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		set, err := rewindTargets(ctx, adm, group, map[string][]int32{topic: {0}}, starts)
+		done <- result{set, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("the rewind decided (%v, %v) while the transaction holding the partition's offsets was open", r.set, r.err)
+	case <-time.After(time.Second):
+	}
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = txnID, pid, epoch, false
+	endResp, err := end.RequestWith(ctx, txn)
+	if err == nil {
+		err = kerr.ErrorForCode(endResp.ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("aborting the transaction: %v", err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("rewind: %v", r.err)
+	}
+	if got := r.set[topic][0].Offset; got != 5 {
+		t.Fatalf("rewinds %s[0] to %d, want 5 (the group's commit; the log starts at 3)", topic, got)
+	}
+}
+
 // TestExactlyOnceFencedRejoins: another producer takes the instance's
 // transactional id over while it processes (as when the brokers bump its
 // epoch after a lost commit outcome): its client is fenced and can no
