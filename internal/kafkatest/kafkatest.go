@@ -307,6 +307,10 @@ func (c *Cluster) Addrs() []string {
 	return out
 }
 
+// Lib is the directory of Apache Kafka's jars (its Java clients included),
+// for a test that runs Java code of its own against the cluster.
+func (c *Cluster) Lib() string { return c.lib }
+
 // Nodes returns the number of nodes.
 func (c *Cluster) Nodes() int { return len(c.nodes) }
 
