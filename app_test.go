@@ -58,6 +58,9 @@ type harness struct {
 	// word per window, keyed as the output is (the word, then the
 	// window's start).
 	window time.Duration
+	// copies, once checkCopies was called, holds the stores of the
+	// tasks that started processing, to compare with their changelogs.
+	copies *copyCheck
 	clock  time.Time
 	// build, when set, makes the application instead of wordcount.
 	build func() (*topology.Topology, error)

@@ -66,6 +66,10 @@ type config struct {
 	// inputEvery is how often the input partitions' offsets are read for
 	// the input lag and rates (docs/autoscaling.md).
 	inputEvery time.Duration
+	// onStart, when set, sees each task on the loop as its processor
+	// starts: its stores hold what it restored and nothing it processed.
+	// Tests compare those stores with their changelogs through it.
+	onStart func(*task)
 }
 
 // The defaults of WithHeartbeatInterval, WithSessionTimeout and

@@ -113,6 +113,13 @@ func (h *harness) produceLines(lines ...string) {
 // the last value of every key, with the partition's start offset.
 func (h *harness) changelogFrom(topic string, part int32) (map[string]string, int64) {
 	h.t.Helper()
+	return h.changelogUntil(topic, part, -1)
+}
+
+// changelogUntil is changelogFrom over the records before offset until
+// (-1: the partition's end).
+func (h *harness) changelogUntil(topic string, part int32, until int64) (map[string]string, int64) {
+	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(h.prod)
@@ -129,6 +136,12 @@ func (h *harness) changelogFrom(topic string, part int32) (map[string]string, in
 	}
 	start, _ := starts.Lookup(topic, part)
 	end, _ := ends.Lookup(topic, part)
+	if until >= 0 {
+		if until > end.Offset {
+			h.t.Fatalf("reading %s[%d] up to %d: its end is %d", topic, part, until, end.Offset)
+		}
+		end.Offset = until
+	}
 	out := map[string]string{}
 	if end.Offset <= start.Offset {
 		return out, start.Offset
@@ -145,6 +158,10 @@ func (h *harness) changelogFrom(topic string, part int32) (map[string]string, in
 			h.t.Fatalf("reading %s[%d]: at %d of %d", topic, part, next, end.Offset)
 		}
 		f.EachRecord(func(r *kgo.Record) {
+			if r.Offset >= end.Offset {
+				next = end.Offset // every record before it was seen
+				return
+			}
 			next = r.Offset + 1
 			if r.Value == nil {
 				delete(out, string(r.Key))

@@ -233,7 +233,7 @@ func TestScaleOut(t *testing.T) {
 	if h.tg.Kafka != nil {
 		acceptable = 100
 	}
-	a, b := h.start("a", WithAcceptableLag(acceptable)), h.start("b", WithAcceptableLag(acceptable))
+	a, b := h.start("a", WithAcceptableLag(acceptable), h.checkCopies()), h.start("b", WithAcceptableLag(acceptable), h.checkCopies())
 	h.eventually(30*time.Second, "a and b to share the tasks", func() bool { return balanced(a, b) })
 	h.waitExact(60 * time.Second) // the changelogs hold the whole prefill
 	// About 150 changelog writes a second per task: the slow link reads
@@ -242,7 +242,7 @@ func TestScaleOut(t *testing.T) {
 	m := h.mark(a, b)
 	s := h.sample(a, b)
 	slow := &faultnet.Slow{BytesPerSecond: 60_000}
-	c := h.start("c", WithAcceptableLag(acceptable), WithKafkaOptions(kgo.Dialer(slow.Dial)))
+	c := h.start("c", WithAcceptableLag(acceptable), WithKafkaOptions(kgo.Dialer(slow.Dial)), h.checkCopies())
 	h.eventually(60*time.Second, "c to run stateful tasks", func() bool { return balanced(a, b, c) })
 	s.stop()
 	f.stop()
@@ -272,30 +272,58 @@ func TestScaleOut(t *testing.T) {
 
 // TestDrain: a draining instance hands its tasks to warm copies; nothing
 // is replayed from scratch, the other instances' tasks never stop, and
-// counts stay exact.
+// counts stay exact. The state is large enough, and a's link slow
+// enough, that restoring a drained task takes seconds: a drain that left
+// before its learners were ready would hand its tasks over cold, with a
+// lag of thousands, where the check below sees it.
 func TestDrain(t *testing.T) {
 	h := newHarness(t, 4)
-	h.prefill(3000)
-	a, b, c := h.start("a"), h.start("b"), h.start("c")
-	h.eventually(30*time.Second, "three instances to share the tasks", func() bool { return balanced(a, b, c) })
+	h.prefill(60000)
+	_, slow := slowLink(100_000)
+	a, b, c := h.start("a", slow, h.checkCopies()), h.start("b", h.checkCopies()), h.start("c", h.checkCopies())
+	h.eventually(60*time.Second, "three instances to share the tasks", func() bool { return balanced(a, b, c) })
+	h.waitExact(60 * time.Second)
 	f := h.startFlow(20 * time.Millisecond)
 	m := h.mark(a, b, c)
+	held, _ := owners(c)
 	c.stop(t)
-	h.eventually(30*time.Second, "a and b to own every task", func() bool { _, all := owners(a, b); return all })
+	h.eventually(60*time.Second, "a and b to own every task", func() bool { _, all := owners(a, b); return all })
 	f.stop()
 	h.waitExact(30 * time.Second)
-	// The drain's handovers are warm. (Handovers while the group formed
-	// are not the drain's: with members joining one by one, a task can
-	// move while the prefill is still being counted.)
+	// The drain's handovers are warm: every stateful task c held went to
+	// an instance whose learner of it was ready first. (Handovers while
+	// the group formed are not the drain's: with members joining one by
+	// one, a task can move while the prefill is still being counted.)
 	drained, _ := h.since(m)
+	ready := map[string]bool{} // instance/task
+	moved := 0
 	for _, e := range drained {
 		switch {
-		case e.Kind == EventAssigned && strings.HasPrefix(e.Task, "1_") && e.Lag > 10:
-			t.Errorf("task %s moved off the draining instance cold (lag %d)", e.Task, e.Lag)
+		case e.Kind == EventLearnerReady:
+			ready[e.Instance+"/"+e.Task] = true
+		case e.Kind == EventAssigned && strings.HasPrefix(e.Task, "1_"):
+			if _, was := held[e.Task]; !was {
+				break
+			}
+			moved++
+			if e.Detail != "warm" || !ready[e.Instance+"/"+e.Task] || e.Lag > 10 {
+				t.Errorf("task %s moved off the draining instance to %s %s (lag %s, learner ready before: %v); want a warm handover to a ready learner",
+					e.Task, e.Instance, e.Detail, lagText(e.Lag), ready[e.Instance+"/"+e.Task])
+			}
 		case e.Kind == EventRestored && e.Replayed > 10:
 			t.Errorf("task %s replayed %d records on %s", e.Task, e.Replayed, e.Instance)
 		}
 	}
+	stateful := 0
+	for id := range held {
+		if strings.HasPrefix(id, "1_") {
+			stateful++
+		}
+	}
+	if stateful == 0 || moved < stateful {
+		t.Errorf("c held %d stateful tasks; %d handovers of them seen", stateful, moved)
+	}
+	t.Logf("c held %d stateful tasks", stateful)
 	h.checkOnlyMovedStop(m)
 	// The drained instance holds no task now; its totals keep what its
 	// tasks did, and with the others' they cover every word.
@@ -330,9 +358,9 @@ func TestCrash(t *testing.T) {
 			h := newHarness(t, 4)
 			h.prefill(3000)
 			cut := &faultnet.Cutter{}
-			a := h.start("a", WithStandbys(standbys))
-			b := h.start("b", WithStandbys(standbys))
-			c := h.start("c", WithStandbys(standbys), WithKafkaOptions(kgo.Dialer(cut.Dial)))
+			a := h.start("a", WithStandbys(standbys), h.checkCopies())
+			b := h.start("b", WithStandbys(standbys), h.checkCopies())
+			c := h.start("c", WithStandbys(standbys), WithKafkaOptions(kgo.Dialer(cut.Dial)), h.checkCopies())
 			h.eventually(30*time.Second, "three instances to share the tasks", func() bool { return balanced(a, b, c) })
 			if standbys > 0 {
 				h.eventually(30*time.Second, "standbys to catch up", func() bool {

@@ -479,6 +479,9 @@ func (s *shell) apply(fx []instance.Effect) {
 			t.proc = t.sub.NewProcessor(t.id, t.part)
 			t.ctx = &taskContext{a: a, t: t}
 			t.active = true
+			if a.cfg.onStart != nil {
+				a.cfg.onStart(t)
+			}
 			s.startTableBoot(t)
 		case instance.Commit:
 			a.commit.begin(e.Seq, s.tasksOf(e.Tasks), e.Final)
