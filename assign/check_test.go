@@ -3,6 +3,7 @@ package assign
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -151,5 +152,133 @@ func TestCheckInvalidState(t *testing.T) {
 	s.Instances[0].Capacity = 0
 	if err := Check(s, keep()); !errors.Is(err, ErrInvalidState) {
 		t.Errorf("Check = %v, want ErrInvalidState", err)
+	}
+}
+
+// TestCheckNeedlessRevoke: a task kept on its owner is not revoked. Each
+// state is checked with hand-made plans; every revoke must have a reason
+// in the round (the instance leaves, a ready learner takes the task, or
+// the balance moves it off an instance above its share), and no instance
+// gives up more than its excess. The smooth plan of each state is the
+// control.
+func TestCheckNeedlessRevoke(t *testing.T) {
+	ids := func(s ...TaskID) []TaskID { return s }
+	stateless := func(loads map[TaskID]float64) []Task {
+		var ts []Task
+		for _, id := range []TaskID{"0_0", "0_1", "0_2", "0_3"} {
+			if l, ok := loads[id]; ok {
+				ts = append(ts, Task{ID: id, Load: l})
+			}
+		}
+		return ts
+	}
+	equal := map[TaskID]float64{"0_0": 1, "0_1": 1, "0_2": 1, "0_3": 1}
+	cfg := Config{MaxLearners: 1, AcceptableLag: 10}
+	// atShare: A and B each run two of four stateless tasks: in line.
+	atShare := State{Config: cfg, Tasks: stateless(equal), Instances: []Instance{
+		{ID: "A", Capacity: 1, Active: ids("0_0", "0_1")},
+		{ID: "B", Capacity: 1, Active: ids("0_2", "0_3")},
+	}}
+	// joined: A runs all four, B has just joined: A is two above its share.
+	joined := State{Config: cfg, Tasks: stateless(equal), Instances: []Instance{
+		{ID: "A", Capacity: 1, Active: ids("0_0", "0_1", "0_2", "0_3")},
+		{ID: "B", Capacity: 1},
+	}}
+	// leaving: as atShare, but A is leaving.
+	leaving := atShare
+	leaving.Instances = []Instance{
+		{ID: "A", Capacity: 1, Leaving: true, Active: ids("0_0", "0_1")},
+		{ID: "B", Capacity: 1, Active: ids("0_2", "0_3")},
+	}
+	// stateful: A and B each run one stateful task, at their share; B
+	// holds a caught-up standby of A's, C a ready learner of it.
+	stateful := State{Config: Config{MaxLearners: 1, AcceptableLag: 10, Standbys: 1},
+		Tasks: []Task{{ID: "1_0", Stateful: true, Load: 1}, {ID: "1_1", Stateful: true, Load: 1}, {ID: "1_2", Stateful: true, Load: 1}},
+		Instances: []Instance{
+			{ID: "A", Capacity: 1, Active: ids("1_0"), Lag: map[TaskID]int64{"1_0": 0}},
+			{ID: "B", Capacity: 1, Active: ids("1_1"), Standby: ids("1_0"), Lag: map[TaskID]int64{"1_0": 3, "1_1": 0}},
+			{ID: "C", Capacity: 1, Active: ids("1_2"), Lag: map[TaskID]int64{"1_2": 0}},
+		}}
+	withLearner := stateful
+	withLearner.Instances = slices.Clone(stateful.Instances)
+	withLearner.Instances[1].Standby = nil
+	withLearner.Instances[1].Learner = ids("1_0") // ready: lag 3
+	// weighted: A runs three tasks of load 1, B one of load 0.5: A is
+	// more than a largest task above its share (1.75).
+	weighted := State{Config: cfg, Tasks: stateless(map[TaskID]float64{"0_0": 1, "0_1": 1, "0_2": 1, "0_3": 0.5}), Instances: []Instance{
+		{ID: "A", Capacity: 1, Active: ids("0_0", "0_1", "0_2")},
+		{ID: "B", Capacity: 1, Active: ids("0_3")},
+	}}
+	// short: seven stateless tasks on A (5), B (2) and C (new): A is two
+	// over its ceiling (3), C two under its floor (2); two moves do.
+	var seven []Task
+	for k := range 7 {
+		seven = append(seven, Task{ID: TaskID(fmt.Sprintf("0_%d", k)), Load: 1})
+	}
+	short := State{Config: cfg, Tasks: seven, Instances: []Instance{
+		{ID: "A", Capacity: 1, Active: ids("0_0", "0_1", "0_2", "0_3", "0_4")},
+		{ID: "B", Capacity: 1, Active: ids("0_5", "0_6")},
+		{ID: "C", Capacity: 1},
+	}}
+	plan := func(a, b InstancePlan, more ...InstancePlan) Plan {
+		a.ID, b.ID = "A", "B"
+		p := Plan{Instances: append([]InstancePlan{a, b}, more...)}
+		for _, ip := range p.Instances {
+			p.Followup = p.Followup || len(ip.Revoked) > 0
+		}
+		return p
+	}
+	cases := []struct {
+		name     string
+		state    State
+		plan     Plan
+		needless bool
+	}{
+		{"nothing revoked", atShare, plan(InstancePlan{Active: ids("0_0", "0_1")}, InstancePlan{Active: ids("0_2", "0_3")}), false},
+		{"an unmoved stateless task revoked at its share", atShare,
+			plan(InstancePlan{Active: ids("0_1"), Revoked: ids("0_0")}, InstancePlan{Active: ids("0_2", "0_3")}), true},
+		{"every stateless task revoked", atShare,
+			plan(InstancePlan{Revoked: ids("0_0", "0_1")}, InstancePlan{Revoked: ids("0_2", "0_3")}), true},
+		{"over its share: its excess revoked", joined,
+			plan(InstancePlan{Active: ids("0_2", "0_3"), Revoked: ids("0_0", "0_1")}, InstancePlan{}), false},
+		{"over its share: one more than its excess revoked", joined,
+			plan(InstancePlan{Active: ids("0_3"), Revoked: ids("0_0", "0_1", "0_2")}, InstancePlan{}), true},
+		{"the moves the group needs", short,
+			plan(InstancePlan{Active: ids("0_2", "0_3", "0_4"), Revoked: ids("0_0", "0_1")}, InstancePlan{Active: ids("0_5", "0_6")}, InstancePlan{ID: "C"}), false},
+		{"a move more than the group needs", short,
+			plan(InstancePlan{Active: ids("0_3", "0_4"), Revoked: ids("0_0", "0_1", "0_2")}, InstancePlan{Active: ids("0_5", "0_6")}, InstancePlan{ID: "C"}), true},
+		{"leaving: everything revoked", leaving,
+			plan(InstancePlan{Revoked: ids("0_0", "0_1")}, InstancePlan{Active: ids("0_2", "0_3")}), false},
+		{"at its share, revoked with only a caught-up standby elsewhere", stateful,
+			plan(InstancePlan{Revoked: ids("1_0")}, InstancePlan{Active: ids("1_1")}, InstancePlan{ID: "C", Active: ids("1_2")}), true},
+		{"at its share, revoked for its ready learner", withLearner,
+			plan(InstancePlan{Revoked: ids("1_0")}, InstancePlan{Active: ids("1_1")}, InstancePlan{ID: "C", Active: ids("1_2")}), false},
+		{"unequal loads: over its share, a task revoked", weighted,
+			plan(InstancePlan{Active: ids("0_1", "0_2"), Revoked: ids("0_0")}, InstancePlan{Active: ids("0_3")}), false},
+		{"unequal loads: over its share, everything revoked", weighted,
+			plan(InstancePlan{Revoked: ids("0_0", "0_1", "0_2")}, InstancePlan{Active: ids("0_3")}), true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := Check(c.state, c.plan)
+			switch {
+			case c.needless && (!errors.Is(err, ErrGuarantee) || !strings.Contains(err.Error(), "violated 3: needless revoke")):
+				t.Fatalf("Check = %v, want a needless revoke (guarantee 3)", err)
+			case !c.needless && err != nil:
+				t.Fatalf("Check = %v, want nil", err)
+			}
+			if err != nil {
+				t.Log(err)
+			}
+		})
+	}
+	for _, s := range []State{atShare, joined, short, leaving, stateful, withLearner, weighted} {
+		p, err := Assign(s, Smooth)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := Check(s, p); err != nil {
+			t.Errorf("the smooth plan: %v\n%s", err, table(p))
+		}
 	}
 }
