@@ -257,7 +257,7 @@ func (h *harness) start(id string, opts ...Option) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{app: app, cancel: cancel, done: make(chan error, 1)}
 	h.runs = append(h.runs, r)
-	go func() { r.done <- app.Run(ctx) }()
+	r.done = goRun(h.t, ctx, app)
 	h.t.Cleanup(func() {
 		cancel()
 		app.Leave()

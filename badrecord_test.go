@@ -65,8 +65,7 @@ func TestBadRecords(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			done := make(chan error, 1)
-			go func() { done <- app.Run(ctx) }()
+			done := goRun(t, ctx, app)
 
 			if c.name == "stop" {
 				select {

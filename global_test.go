@@ -88,8 +88,7 @@ func (s *globalSetup) start(id, dir string, opts ...Option) *running {
 		s.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{app: app, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- app.Run(ctx) }()
+	r := &running{app: app, cancel: cancel, done: goRun(s.t, ctx, app)}
 	s.t.Cleanup(func() {
 		cancel()
 		app.Leave()
@@ -377,7 +376,7 @@ func TestGlobalStoreErrors(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	err = app.Run(ctx)
+	err = runChecked(t, ctx, app)
 	if err == nil || !strings.Contains(err.Error(), "global store ref: topic "+s.ref) || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("Run with a missing global topic: %v, want an error naming the topic", err)
 	}

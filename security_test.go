@@ -63,8 +63,7 @@ func runBriefly(t *testing.T, brokers []string, opts ...Option) (string, error) 
 		return logs.String(), err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
+	done := goRun(t, ctx, app)
 	deadline := time.After(20 * time.Second)
 	for {
 		select {

@@ -191,7 +191,7 @@ func TestSessionTimeoutOutsideBrokerBounds(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	err = app.Run(ctx)
+	err = runChecked(t, ctx, app)
 	if err == nil || ctx.Err() != nil {
 		t.Fatalf("Run = %v after %v; want an error about the session timeout", err, ctx.Err())
 	}

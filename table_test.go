@@ -304,7 +304,7 @@ func TestJoinNeedsCoPartitionedTopics(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	err = app.Run(ctx)
+	err = runChecked(t, ctx, app)
 	if err == nil || !strings.Contains(err.Error(), "not co-partitioned") ||
 		!strings.Contains(err.Error(), fmt.Sprintf("%q has 4 partitions", h.input)) || !strings.Contains(err.Error(), fmt.Sprintf("%q has 2", users)) {
 		t.Fatalf("Run: %v; want an error naming %s (4 partitions) and %s (2)", err, h.input, users)

@@ -104,8 +104,7 @@ func testTimersSurviveHandovers(t *testing.T, g Guarantee) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		r := &running{app: app, cancel: cancel, done: make(chan error, 1)}
-		go func() { r.done <- app.Run(ctx) }()
+		r := &running{app: app, cancel: cancel, done: goRun(t, ctx, app)}
 		t.Cleanup(func() {
 			cancel()
 			app.Leave()

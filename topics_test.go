@@ -231,7 +231,7 @@ func (h *harness) runErr(opts ...Option) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	err = app.Run(ctx)
+	err = runChecked(h.t, ctx, app)
 	if ctx.Err() != nil {
 		h.t.Fatalf("Run did not fail within 60 s (err %v)", err)
 	}

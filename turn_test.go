@@ -39,8 +39,7 @@ func slowTopology(t *testing.T, perRecord time.Duration) (tg *kafkatest.Target, 
 // and its Run must return nil.
 func runUntilCleanup(t *testing.T, app *App) {
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
+	done := goRun(t, ctx, app)
 	t.Cleanup(func() {
 		cancel()
 		app.Leave()

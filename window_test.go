@@ -59,8 +59,7 @@ func TestWindowLateRecordsAndEventTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.Run(ctx) }()
+	done := goRun(t, ctx, app)
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
