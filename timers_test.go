@@ -199,6 +199,20 @@ func testTimersSurviveHandovers(t *testing.T, g Guarantee) {
 		return got
 	}
 
+	// firedBy counts the timers instance fired, committed or not.
+	firedBy := func(instance string) int {
+		n := 0
+		err := counts.Scan(context.Background(), tg.Brokers, out, false, func(r *kgo.Record) {
+			if string(r.Value) == instance {
+				n++
+			}
+		})
+		if err != nil {
+			t.Fatalf("reading %s: %v", out, err)
+		}
+		return n
+	}
+
 	a, b2 := start("a"), start("b")
 	waitFor(t, 60*time.Second, func() bool { _, ok := active(a, b2); return ok }, describe(a, b2))
 	waitFor(t, 30*time.Second, func() bool { return len(fired()) > 20 }, func() string { return fmt.Sprintf("no timer fired: %d\n%s", len(fired()), describe(a, b2)()) })
@@ -218,8 +232,9 @@ func testTimersSurviveHandovers(t *testing.T, g Guarantee) {
 		o, ok := active(a, b2, c)
 		return ok && slices.Contains(mapValues(o), "c")
 	}, describe(a, b2, c))
-	// Timers fall due on c for a while, then c drains.
-	time.Sleep(time.Second)
+	// Timers of both clocks fall due on c, then c drains.
+	waitFor(t, 30*time.Second, func() bool { fired(); return by["c s"] > 0 && by["c w"] > 0 },
+		func() string { return fmt.Sprintf("c fired no timer of one clock: %v", by) })
 	c.stop(t)
 	waitFor(t, 60*time.Second, func() bool { _, ok := active(a, b2); return ok }, describe(a, b2))
 	if g == ExactlyOnce {
@@ -232,12 +247,18 @@ func testTimersSurviveHandovers(t *testing.T, g Guarantee) {
 			o, ok := active(a, b2, d)
 			return ok && slices.Contains(mapValues(o), "d")
 		}, describe(a, b2, d))
-		time.Sleep(time.Second)
+		// d fires timers (uncommitted until its next commit), then is
+		// cut off.
+		waitFor(t, 30*time.Second, func() bool { return firedBy("d") > 0 }, func() string { return "d fired no timer" })
 		cut.Cut()
 		waitFor(t, 60*time.Second, func() bool { o, _ := active(a, b2); return len(o) == 4 }, describe(a, b2))
 		d.app.Leave()
 	}
-	time.Sleep(time.Second)
+	// a and b fire timers again after the moves, before the flow stops.
+	fired()
+	aBefore, bBefore := by["a"], by["b"]
+	waitFor(t, 30*time.Second, func() bool { fired(); return by["a"] > aBefore && by["b"] > bBefore },
+		func() string { return fmt.Sprintf("a or b fired no timer after the moves: %v (before: a %d, b %d)", by, aBefore, bBefore) })
 	stopFlow()
 	if err := <-flowDone; err != nil {
 		t.Fatalf("producing requests: %v", err)
@@ -286,9 +307,10 @@ func testTimersSurviveHandovers(t *testing.T, g Guarantee) {
 		slices.Sort(twice)
 		t.Errorf("of %d timers, %d fired more than once: %v; unknown: %v", len(want), len(twice), twice, unknown)
 	}
-	if by["c s"] == 0 || by["c w"] == 0 {
-		t.Errorf("c fired %d stream-time and %d wall-clock timers, want some of each: tasks moved to it while timers fell due (by instance: %v)",
-			by["c s"], by["c w"], by)
+	for _, id := range []string{"a", "b", "c"} {
+		if by[id+" s"] == 0 || by[id+" w"] == 0 {
+			t.Errorf("%s fired %d stream-time and %d wall-clock timers, want some of each (by instance: %v)", id, by[id+" s"], by[id+" w"], by)
+		}
 	}
 	if !t.Failed() {
 		t.Logf("%d timers, each fired once; by instance: %v", len(want), by)
