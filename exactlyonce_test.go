@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -391,15 +395,19 @@ func TestRewindWaitsForPendingOffsets(t *testing.T) {
 // transactional id over while it processes (as when the brokers bump its
 // epoch after a lost commit outcome): its client is fenced and can no
 // longer write. The instance closes its tasks and joins again with a new
-// client instead of stopping, and every count stays exact.
+// client instead of stopping (it says the producer was fenced: a restart
+// for another reason does not pass), and every count stays exact.
 func TestExactlyOnceFencedRejoins(t *testing.T) {
 	h := newHarness(t, 4)
 	h.prefill(200)
-	a := h.start("a", WithGuarantee(ExactlyOnce))
+	logs := &logRecorder{}
+	a := h.start("a", WithGuarantee(ExactlyOnce), WithLogger(slog.New(logs)))
 	h.eventually(60*time.Second, "a to run every task", func() bool { _, all := owners(a); return all })
 	h.waitExact(60 * time.Second)
 	f := h.startFlow(10 * time.Millisecond)
-	time.Sleep(500 * time.Millisecond)
+	h.eventually(30*time.Second, "a to commit a transaction of the flow", func() bool {
+		return testutil.ToFloat64(a.app.metrics.transactions.WithLabelValues("committed")) > 0
+	})
 	rogue, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.TransactionalID(a.app.transactionalID()))
 	if err != nil {
 		t.Fatal(err)
@@ -410,12 +418,60 @@ func TestExactlyOnceFencedRejoins(t *testing.T) {
 	// The rogue's first produce initializes its producer id: the brokers
 	// bump the epoch of the transactional id, fencing a's client. a's new
 	// client may fence the rogue in turn before its record or its abort
-	// lands: either way nothing of the rogue's is committed.
-	_ = rogue.ProduceSync(context.Background(), &kgo.Record{Topic: h.output, Key: []byte("rogue"), Value: []byte("1")}).FirstErr()
-	_ = rogue.EndTransaction(context.Background(), kgo.TryAbort)
+	// lands: then the rogue is told it was fenced. Any other error means
+	// the rogue did not take the id over, and the test proves nothing.
+	rogueErr := func(what string, err error) {
+		if err != nil && !fenced(err) {
+			t.Fatalf("the rogue producer's %s: %v (want success, or fenced by a's new client)", what, err)
+		}
+		t.Logf("the rogue producer's %s: %v", what, err)
+	}
+	rogueErr("produce", rogue.ProduceSync(context.Background(), &kgo.Record{Topic: h.output, Key: []byte("rogue"), Value: []byte("1")}).FirstErr())
+	rogueErr("abort", rogue.EndTransaction(context.Background(), kgo.TryAbort))
 	rogue.Close()
 	waitRejoined(h, a)
+	if !logs.has(slog.LevelWarn, "the transactional producer was fenced") {
+		t.Errorf("a joined again, but never said its producer was fenced; its warnings: %v", logs.messages(slog.LevelWarn))
+	}
 	runsExact(t, h, a, f)
+	if got := h.counts()["rogue"]; got != 0 {
+		t.Errorf("the rogue's aborted record reached the output (read committed): rogue=%d", got)
+	}
+}
+
+// logRecorder is a slog.Handler that keeps every record's level and
+// message, for tests that check what an instance said.
+type logRecorder struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler        { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler             { return l }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, r.Clone())
+	return nil
+}
+
+// has reports whether a record at level starts with msg.
+func (l *logRecorder) has(level slog.Level, msg string) bool {
+	return slices.ContainsFunc(l.messages(level), func(m string) bool { return strings.HasPrefix(m, msg) })
+}
+
+// messages are the messages logged at level.
+func (l *logRecorder) messages(level slog.Level) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, r := range l.recs {
+		if r.Level == level {
+			out = append(out, r.Message)
+		}
+	}
+	return out
 }
 
 // waitRejoined waits until a has closed its tasks and joined the group
