@@ -408,7 +408,8 @@ func TestCrash(t *testing.T) {
 // slow, and the leader dies only once c's learner is seen restoring,
 // behind by more than the acceptable lag.
 // The survivors reassign everything; b's tasks stop only if a plan moves
-// them; no count is lost.
+// them; no count is lost, and none is higher than the dead leader's
+// uncommitted work explains.
 func TestLeaderCrashWhileLearning(t *testing.T) {
 	if raceEnabled {
 		// Under the race detector on two cores, the embedded cluster
@@ -457,10 +458,13 @@ func TestLeaderCrashWhileLearning(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("c never had a learner restoring (lag known and above the acceptable lag)")
 	}
+	lost, _ := owners(a)
+	uncommitted := h.uncommitted(lost)
 	f := h.startFlow(20 * time.Millisecond)
 	h.eventually(40*time.Second, "b and c to own every task", func() bool { return balanced(b, c) })
 	f.stop()
 	h.waitAtLeast(30 * time.Second)
+	h.checkOverCount(uncommitted)
 	h.checkOnlyMovedStop(m)
 	a.app.Leave()
 }
@@ -923,6 +927,22 @@ func (h *harness) uncommitted(lost map[string]string) uncommitted {
 		into[p] = [2]int64{from, end.Offset}
 	}
 	return u
+}
+
+// widen returns the ranges of u, each from its start to the end later
+// read in v: the work of an instance that went on processing between the
+// two reads.
+func (u uncommitted) widen(v uncommitted) uncommitted {
+	out := uncommitted{lines: map[int32][2]int64{}, words: map[int32][2]int64{}}
+	for _, m := range []struct{ from, to, into map[int32][2]int64 }{{u.lines, v.lines, out.lines}, {u.words, v.words, out.words}} {
+		for p, r := range m.from {
+			if later, ok := m.to[p]; ok && later[1] > r[1] {
+				r[1] = later[1]
+			}
+			m.into[p] = r
+		}
+	}
+	return out
 }
 
 // checkOverCount checks that the counts exceed the occurrences produced
