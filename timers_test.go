@@ -258,7 +258,9 @@ func testTimersSurviveHandovers(t *testing.T, g Guarantee) {
 	fired()
 	aBefore, bBefore := by["a"], by["b"]
 	waitFor(t, 30*time.Second, func() bool { fired(); return by["a"] > aBefore && by["b"] > bBefore },
-		func() string { return fmt.Sprintf("a or b fired no timer after the moves: %v (before: a %d, b %d)", by, aBefore, bBefore) })
+		func() string {
+			return fmt.Sprintf("a or b fired no timer after the moves: %v (before: a %d, b %d)", by, aBefore, bBefore)
+		})
 	stopFlow()
 	if err := <-flowDone; err != nil {
 		t.Fatalf("producing requests: %v", err)
