@@ -42,7 +42,11 @@ func TestConvergence(t *testing.T) {
 // converge runs one random group under policy p. Every round of the smooth
 // policy is checked against the per-round guarantees; the cooperative
 // baseline only has to converge.
-func converge(seed uint64, policy Policy) error {
+func converge(seed uint64, policy Policy) error { return convergeLoads(seed, policy, false) }
+
+// convergeLoads is converge; with fractional, every group has unequal
+// loads, which are not all integers (see fractionalLoad).
+func convergeLoads(seed uint64, policy Policy, fractional bool) error {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	cfg := Config{
 		Standbys:      rng.IntN(3),
@@ -50,13 +54,20 @@ func converge(seed uint64, policy Policy) error {
 		AcceptableLag: int64(rng.IntN(3)) * 100,
 	}
 	var tasks []Task
-	weighted := rng.IntN(4) == 0
+	weighted := rng.IntN(4) == 0 || fractional
+	style := 0
+	if fractional {
+		style = rng.IntN(3)
+	}
 	for sub := range 1 + rng.IntN(3) {
 		stateful := rng.IntN(3) != 0
 		for part := range 1 + rng.IntN(12) {
 			load := 1.0
 			if weighted {
 				load = float64(1 + rng.IntN(5))
+			}
+			if fractional {
+				load = fractionalLoad(rng, style, load)
 			}
 			tasks = append(tasks, Task{ID: TaskID(fmt.Sprintf("%d_%d", sub, part)), Stateful: stateful, Load: load})
 		}

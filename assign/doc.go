@@ -47,8 +47,9 @@
 //     is one the destination is caught up on, else the warmest, else the
 //     first by id; tasks carried by a learner or orphans placed this round
 //     do not move. A move is only made if it lowers the sum of squared
-//     deviations, so the loop ends, and a group that is in line is left
-//     alone (stickiness).
+//     deviations by more than rounding could (loads that are not integers
+//     make the figures inexact), so the loop ends, and a group that is in
+//     line is left alone (stickiness).
 //  5. Realize. A task positioned away from its owner is revoked at once
 //     when it is stateless or the destination is caught up (a ready
 //     learner or a standby within AcceptableLag): the follow-up round

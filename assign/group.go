@@ -66,7 +66,8 @@ func (g *group) caughtUp(i, t int) bool {
 //
 // Deviations are kept scaled by the total capacity, dev = w*C - W*cap, so
 // that with equal loads every figure is an exact integer held in a
-// float64.
+// float64 (up to 2^52). With unequal loads they are rounded; see lowers
+// for why the balance still ends.
 type bucket struct {
 	g        *group
 	stateful bool
@@ -85,6 +86,7 @@ type bucket struct {
 	pos       []int     // task -> instance it is positioned on, or none
 	on        [][]int   // instance -> tasks positioned there, ascending (id order)
 	outOfLine int       // non-leaving instances over the ceiling or under the floor
+	slop      float64   // bound on the rounding error of a move's gain; see lowers
 	low, high *instHeap // non-leaving instances by deviation, lowest and highest first
 }
 
@@ -185,7 +187,66 @@ func (b *bucket) fillShares() {
 			b.outOfLine++
 		}
 	}
+	b.slop = b.roundingBound()
 }
+
+// roundingBound bounds how far the computed gain of a move, gap - wt (see
+// lowers), can be from the exact one: the same formula in real
+// arithmetic, on the exact loads positioned on the two instances and the
+// bucket's constants (C and the shares, as computed). Write u = 2^-53, n
+// for the bucket's tasks and S for the largest figure a deviation is made
+// of: W*C or a share.
+//
+// With equal loads every figure is an integer, exact while S <= 2^52
+// (then |dev| <= 2^52 and gap <= 2^53): the bound is 0. Beyond, each dev
+// rounds twice (2uS), gap once more (6uS), gap - C once more (9uS): the
+// bound is 16uS.
+//
+// With unequal loads each w[i] is a float sum of the loads positioned on
+// i: positioning adds each task once, and a balance move sums both
+// instances afresh (move), so no error builds up over moves: w[i] is off
+// by at most about n*u*W. Then dev = w*C - share, rounded twice, is off by
+// (n+2)uS; gap, rounded once more, by (2n+6)uS; wt = load*C by uS; and
+// gap - wt, rounded once more, by (2n+10)uS in all, to first order. The
+// bound, 4(n+8)uS, is twice that and more.
+//
+// Without capacity (or with a total that overflowed) no move is safe: the
+// bound is infinite and the balance makes none.
+func (b *bucket) roundingBound() float64 {
+	if !(b.totalCap > 0) {
+		return math.Inf(1)
+	}
+	s := b.totalW * b.totalCap
+	for _, share := range b.share {
+		s = max(s, share)
+	}
+	const u = 0x1p-53
+	switch {
+	case b.uniform && s <= 1<<52:
+		return 0
+	case b.uniform:
+		return 16 * u * s
+	}
+	return 4 * (float64(len(b.tasks)) + 8) * u * s
+}
+
+// lowers reports whether moving a task of scaled weight wt (load*C) from
+// an instance to one gap below it (scaled) lowers the sum of squared
+// deviations, by a margin rounding cannot fake.
+//
+// In exact arithmetic the move changes the sum by 2*wt*(wt - gap): it
+// lowers it when wt < gap. A move with wt == gap only swaps the two
+// deviations; on rounded figures the test wt < gap could pass both ways,
+// and the balance would move the task back and forth for ever. So the
+// test is gap - wt > slop, slop bounding the error of the computed
+// gap - wt (roundingBound): when it passes, the exact wt < gap holds, and
+// every move the balance makes strictly lowers the exact sum of squared
+// deviations, a function of where the tasks are positioned. No
+// positioning can come back, there are finitely many, so the balance
+// ends. The moves forgone are those that would change the sum by no more
+// than rounding does, which leave the two instances as far apart as
+// before, the other way round.
+func (b *bucket) lowers(gap, wt float64) bool { return gap-wt > b.slop }
 
 // heaps returns the instances ordered by deviation, building them on first
 // use so that positioning every task first costs no heap upkeep.
@@ -233,13 +294,26 @@ func (b *bucket) outside(i int) bool {
 // place positions task t on instance i (or removes it when i is none).
 // Lists stay in id order, so scans that stop at the first best task pick
 // the lowest id.
-func (b *bucket) place(t, i int) {
+func (b *bucket) place(t, i int) { b.put(t, i, false) }
+
+// move is place for the balance, which may move a task many times: with
+// unequal loads it sums the load of both instances afresh instead of
+// adding and subtracting, so that rounding errors do not build up over
+// moves (see roundingBound).
+func (b *bucket) move(t, i int) { b.put(t, i, !b.uniform) }
+
+// put is place; resum recomputes the load of the instances it changes.
+func (b *bucket) put(t, i int, resum bool) {
 	if p := b.pos[t]; p != none {
 		b.before(p)
 		on := b.on[p]
 		k, _ := slices.BinarySearch(on, t)
 		b.on[p] = slices.Delete(on, k, k+1)
-		b.w[p] -= b.weight[t]
+		if resum {
+			b.w[p] = b.sum(p)
+		} else {
+			b.w[p] -= b.weight[t]
+		}
 		b.count[p]--
 		b.after(p)
 	}
@@ -253,10 +327,23 @@ func (b *bucket) place(t, i int) {
 			k, _ := slices.BinarySearch(on, t)
 			b.on[i] = slices.Insert(on, k, t)
 		}
-		b.w[i] += b.weight[t]
+		if resum {
+			b.w[i] = b.sum(i)
+		} else {
+			b.w[i] += b.weight[t]
+		}
 		b.count[i]++
 		b.after(i)
 	}
+}
+
+// sum is the load positioned on instance i, added up in id order.
+func (b *bucket) sum(i int) float64 {
+	w := 0.0
+	for _, t := range b.on[i] {
+		w += b.weight[t]
+	}
+	return w
 }
 
 // placeAll positions every task of ts on at(t) (skipping none), before

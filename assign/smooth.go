@@ -229,8 +229,11 @@ func (p *planner) drain(b *bucket) {
 }
 
 // balance moves tasks from the heaviest to the lightest instance until the
-// bucket is balanced. Every move strictly lowers the sum of squared
-// deviations, so the loop ends.
+// bucket is balanced. It ends: every move strictly lowers the exact sum of
+// squared deviations, even though the figures it decides on are rounded
+// (bucket.lowers), so no positioning of the tasks comes back and there
+// are finitely many; between two moves each instance is marked stuck at
+// most once, and then heaviest finds none.
 func (p *planner) balance(b *bucket) {
 	if p.g.live == 0 {
 		return
@@ -253,7 +256,7 @@ func (p *planner) balance(b *bucket) {
 		}
 		stuckList = stuckList[:0]
 		p.cause[t] = b.causeOf(from, to)
-		b.place(t, to)
+		b.move(t, to)
 		p.seq++
 		p.moveSeq[t] = p.seq
 	}
@@ -282,7 +285,7 @@ func (p *planner) pick(b *bucket, from, to int) int {
 			continue
 		}
 		wt := b.weight[t] * b.totalCap
-		if wt >= gap {
+		if !b.lowers(gap, wt) {
 			continue // would not lower the sum of squared deviations
 		}
 		var key [4]float64
@@ -328,7 +331,7 @@ func (p *planner) pick(b *bucket, from, to int) int {
 func (p *planner) pickUniform(b *bucket, from, to int) int {
 	g := p.g
 	gap := b.dev(from) - b.dev(to)
-	if b.totalCap >= gap {
+	if !b.lowers(gap, b.totalCap) {
 		return none // moving any task (weight 1) would not lower the sum of squared deviations
 	}
 	type key struct {
