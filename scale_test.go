@@ -307,7 +307,7 @@ func TestDrain(t *testing.T) {
 			}
 			moved++
 			if e.Detail != "warm" || !ready[e.Instance+"/"+e.Task] || e.Lag > 10 {
-				t.Errorf("task %s moved off the draining instance to %s %s (lag %s, learner ready before: %v); want a warm handover to a ready learner",
+				t.Errorf("task %s moved off the draining instance to %s %s (lag %v, learner ready before: %v); want a warm handover to a ready learner",
 					e.Task, e.Instance, e.Detail, lagText(e.Lag), ready[e.Instance+"/"+e.Task])
 			}
 		case e.Kind == EventRestored && e.Replayed > 10:

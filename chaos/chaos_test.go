@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,18 +56,62 @@ func external(t *testing.T, g baton.Guarantee) *External {
 		}}
 }
 
+// mustCover are the event kinds TestChaosShort requires, with what the
+// run did when it did one.
+var mustCover = []struct{ kind, what string }{
+	{"leader-crash", "crashed the leader while a learner warmed"},
+	{"handover-crash", "crashed an instance as a stateful task was handed over to it"},
+}
+
+// chaosSeed is the seed of TestChaosShort's runs: BATON_CHAOS_SEED, or a
+// fresh one per test run.
+func chaosSeed(t *testing.T) uint64 {
+	s := os.Getenv("BATON_CHAOS_SEED")
+	if s == "" {
+		return 1 + rand.Uint64N(1_000_000_000)
+	}
+	seed, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || seed == 0 {
+		t.Fatalf("BATON_CHAOS_SEED=%q: want a positive integer such as 12345", s)
+	}
+	return seed
+}
+
+// replay is the command that runs t again with seed (and the run's other
+// settings from the environment). The seed fixes the run's choices, not
+// their timing: a replay meets the same events, not the same moments.
+func replay(t *testing.T, seed uint64) string {
+	var env []string
+	for _, k := range []string{"BATON_KAFKA", "BATON_FAULT_RESTART", "BATON_CHAOS_DURATION"} {
+		if v := os.Getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	env = append(env, fmt.Sprintf("BATON_CHAOS_SEED=%d", seed))
+	return fmt.Sprintf("%s go test ./chaos -run '%s'", strings.Join(env, " "), t.Name())
+}
+
 // TestChaosShort is the CI-sized chaos run, once per guarantee: about 20 s
-// of joins, drains, crashes, leader crashes and cluster restarts under
-// continuous input, then every count is checked against the input. On
-// Apache Kafka (BATON_KAFKA=real) a restart kills -9 one broker and starts
-// it again. BATON_CHAOS_DURATION makes it a long run.
+// of joins, drains, crashes, leader crashes, crashes at a handover and
+// cluster restarts under continuous input, then every count is checked
+// against the input. Every run crashes the leader while a learner warms
+// and an instance as a task is handed over to it at least once
+// (Config.Cover). On Apache Kafka (BATON_KAFKA=real) a restart kills -9
+// one broker and starts it again. BATON_CHAOS_DURATION makes it a long
+// run. The seed is fresh per test run and logged first, with the command
+// that replays it; BATON_CHAOS_SEED sets it.
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a chaos run takes about a minute; it runs in the full test pass")
 	}
+	seed := chaosSeed(t)
 	for _, g := range []baton.Guarantee{baton.AtLeastOnce, baton.ExactlyOnce} {
 		t.Run(g.String(), func(t *testing.T) {
-			cfg := Config{Duration: 20 * time.Second, Every: 2 * time.Second, Seed: 7, Guarantee: g, External: external(t, g)}
+			t.Logf("chaos seed %d (replay: %s)", seed, replay(t, seed))
+			cfg := Config{Duration: 20 * time.Second, Every: 2 * time.Second, Seed: seed, Guarantee: g, External: external(t, g)}
+			for _, c := range mustCover {
+				cfg.Cover = append(cfg.Cover, c.kind)
+			}
 			if s := os.Getenv("BATON_CHAOS_DURATION"); s != "" {
 				d, err := time.ParseDuration(s)
 				if err != nil || d <= 0 {
@@ -78,16 +124,41 @@ func TestChaosShort(t *testing.T) {
 			}
 			res, err := Run(context.Background(), cfg)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("chaos seed %d: %v", seed, err)
 			}
 			t.Log(res)
 			if !res.OK() {
-				t.Fatalf("%s broken: %v (low words: %v; unexcused duplicates: %v)", g, res, res.LowWords, res.Unexcused())
+				t.Fatalf("chaos seed %d: %s broken: %v (low words: %v; unexcused duplicates: %v; duplicated %d, bound %d)",
+					seed, g, res, res.LowWords, res.Unexcused(), res.Duplicated, res.DuplicateBound)
 			}
 			if res.RecordsIn == 0 || len(res.Events) == 0 {
-				t.Fatalf("the run did nothing: %v", res)
+				t.Fatalf("chaos seed %d: the run did nothing: %v", seed, res)
+			}
+			for _, c := range mustCover {
+				if res.Events[c.kind] == 0 {
+					t.Errorf("chaos seed %d: the run never %s (%s): %v", seed, c.what, c.kind, res)
+				}
 			}
 		})
+	}
+}
+
+// TestCoverChecked: a kind to cover that no run knows, or that this run
+// cannot do, is an error before anything starts.
+func TestCoverChecked(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Cover: []string{"leader-crash", "meteor"}}, `unknown event kind "meteor"`},
+		{Config{Cover: []string{"cluster-restart"}, NoRestart: true}, `"cluster-restart" cannot happen`},
+		{Config{Cover: []string{"broker-restart"}}, `"broker-restart" cannot happen`},
+		{Config{Cover: []string{"handover-crash"}, MaxAlive: 2}, `"handover-crash" cannot happen`},
+	} {
+		_, err := Run(context.Background(), c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Cover %v: error %v, want one saying %s", c.cfg.Cover, err, c.want)
+		}
 	}
 }
 
@@ -114,11 +185,15 @@ func TestResultOK(t *testing.T) {
 		r    Result
 		want bool
 	}{
-		{"a lost owner's splitting task", Result{Guarantee: alo, Events: crashes, Duplicated: 5, Duplicates: dup("0_1", "1_0"), Intervals: run}, true},
-		{"a lost owner's counting task", Result{Guarantee: alo, Events: crashes, Duplicated: 5, Duplicates: dup("0_0", "1_1"), Intervals: run}, true},
+		{"a lost owner's splitting task", Result{Guarantee: alo, Events: crashes, Duplicated: 5, DuplicateBound: 5, Duplicates: dup("0_1", "1_0"), Intervals: run}, true},
+		{"a lost owner's counting task", Result{Guarantee: alo, Events: crashes, Duplicated: 5, DuplicateBound: 9, Duplicates: dup("0_0", "1_1"), Intervals: run}, true},
+		{"excused, but more than the lost work explains", Result{Guarantee: alo, Events: crashes, Duplicated: 5, DuplicateBound: 4, Duplicates: dup("0_1", "1_0"), Intervals: run}, false},
+		{"excused, but no bound at all", Result{Guarantee: alo, Events: crashes, Duplicated: 5, Duplicates: dup("0_0", "1_1"), Intervals: run}, false},
+		{"within the bound, but unexcused", Result{Guarantee: alo, Events: crashes, Duplicated: 5, DuplicateBound: 100, Duplicates: dup("0_0"), Intervals: run}, false},
 		{"old: the word's tasks ran on no lost instance", Result{Guarantee: alo, Events: map[string]int{"crash": 1}, Duplicated: 5, Duplicates: dup("0_0", "1_0"), Intervals: run[:2]}, false},
 		{"old: the owner was lost in another interval", Result{Guarantee: alo, Events: crashes, Duplicated: 5, Duplicates: dup("0_0"), Intervals: run}, false},
-		{"cut off by a cluster restart", Result{Guarantee: alo, Events: map[string]int{"cluster-restart": 1}, Duplicated: 5, Duplicates: dup("0_0", "1_0"), Intervals: restart}, true},
+		{"cut off by a cluster restart", Result{Guarantee: alo, Events: map[string]int{"cluster-restart": 1}, Duplicated: 5, DuplicateBound: 5, Duplicates: dup("0_0", "1_0"), Intervals: restart}, true},
+		{"cut off by a cluster restart, over the bound", Result{Guarantee: alo, Events: map[string]int{"cluster-restart": 1}, Duplicated: 6, DuplicateBound: 5, Duplicates: dup("0_0", "1_0"), Intervals: restart}, false},
 		{"no loss at all", Result{Guarantee: alo, Events: map[string]int{"drain": 1}, Duplicated: 5, Duplicates: dup("0_0", "1_0"), Intervals: run[:1]}, false},
 		{"nothing duplicated", Result{Guarantee: alo, Events: map[string]int{"drain": 1}, Intervals: run[:1]}, true},
 		{"lost counts", Result{Guarantee: alo, Events: crashes, Lost: 1, Intervals: run}, false},
@@ -127,10 +202,91 @@ func TestResultOK(t *testing.T) {
 		{"exactly-once duplicate", Result{Guarantee: eos, Events: crashes, Duplicated: 1, Duplicates: dup("0_1", "1_1"), Intervals: run}, false},
 		{"old: exactly-once history with a repeat", Result{Guarantee: eos, Events: crashes, Histories: []string{"w: value 3 of 6 is 2, want 3"}, Intervals: run}, false},
 		{"exactly-once exact", Result{Guarantee: eos, Events: crashes, Intervals: run}, true},
+		{"exactly-once duplicate within a bound", Result{Guarantee: eos, Events: crashes, Duplicated: 1, DuplicateBound: 10, Duplicates: dup("0_1", "1_1"), Intervals: run}, false},
 	} {
 		if got := c.r.OK(); got != c.want {
 			t.Errorf("%s: OK() = %v, want %v (%v)", c.name, got, c.want, c.r)
 		}
+	}
+}
+
+// TestDuplicateBound: the words of the lines in the lost splitting
+// tasks' ranges, plus the repartition records in the lost counting
+// tasks' ranges, every loss adding its own.
+func TestDuplicateBound(t *testing.T) {
+	// Partition 0 holds lines at offsets 0..9 of 2 words each; partition 1
+	// lines at offsets 0, 2, 4 (a gap) of 3 words.
+	lines := map[int32][]inputLine{1: {{0, 3}, {2, 3}, {4, 3}}}
+	for o := range int64(10) {
+		lines[0] = append(lines[0], inputLine{o, 2})
+	}
+	us := []Uncommitted{
+		{Instance: "i1", Cause: "crash", Tasks: map[string]Range{"0_0": {From: 3, To: 7}, "1_2": {From: 100, To: 130}}},
+		{Instance: "i2", Cause: "cluster-restart", Tasks: map[string]Range{"0_0": {From: 5, To: 20}, "0_1": {From: 1, To: 4}, "1_0": {From: 7, To: 7}}},
+		{Instance: "i3", Cause: "failed", Tasks: map[string]Range{"0_3": {From: 0, To: 50}}}, // no line read back there
+	}
+	// i1: lines 3..6 of partition 0 (4 lines, 8 words) and 30 records; i2:
+	// lines 5..9 of partition 0 (10 words) and line 2 of partition 1 (3).
+	if got, want := duplicateBound(us, lines), int64(8+30+10+3); got != want {
+		t.Errorf("duplicateBound = %d, want %d", got, want)
+	}
+	if got := duplicateBound(nil, lines); got != 0 {
+		t.Errorf("no loss: duplicateBound = %d, want 0", got)
+	}
+}
+
+// TestUncommittedRanges: from the lowest committed offset any reading
+// saw (0 for none) to the highest end offset.
+func TestUncommittedRanges(t *testing.T) {
+	before := offsetRead{committed: map[string]int64{"0_0": 40, "1_0": 10}, end: map[string]int64{"0_0": 50, "1_0": 30, "0_1": 5}}
+	after := offsetRead{committed: map[string]int64{"0_0": 45, "1_0": 8, "0_1": 2}, end: map[string]int64{"0_0": 60, "1_0": 29, "0_1": 6}}
+	got, err := uncommittedRanges([]string{"0_0", "1_0", "0_1"}, before, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]Range{"0_0": {40, 60}, "1_0": {8, 30}, "0_1": {0, 6}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("uncommittedRanges = %v, want %v", got, want)
+	}
+	if _, err := uncommittedRanges([]string{"1_3"}, before, after); err == nil {
+		t.Error("a task with no end offset: no error")
+	}
+}
+
+// TestActiveAt: the tasks an instance ran as active when lost, from its
+// events.
+func TestActiveAt(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	ev := func(s float64, kind baton.EventKind, instance, task string) baton.Event {
+		return baton.Event{Time: at(s), Kind: kind, Instance: instance, Task: task}
+	}
+	events := []baton.Event{
+		ev(1, baton.EventAssigned, "i1", "0_0"),
+		ev(1, baton.EventAssigned, "i1", "1_0"),
+		ev(1, baton.EventAssigned, "i1", "0_1"),
+		ev(1, baton.EventAssigned, "i2", "1_1"),
+		ev(1, baton.EventStandby, "i1", "1_1"),
+		ev(2, baton.EventRevoked, "i1", "0_1"), // committed and handed over
+		ev(3, baton.EventLost, "i1", "1_0"),    // lost at 3 without a commit
+		ev(4, baton.EventLost, "i1", "0_2"),
+		ev(5, baton.EventAssigned, "i1", "0_3"),
+	}
+	for _, c := range []struct {
+		since float64
+		want  []string
+	}{{0, []string{"0_0", "0_2", "0_3", "1_0"}}, {3.5, []string{"0_0", "0_2", "0_3"}}, {9, []string{"0_0", "0_3"}}} {
+		if got := activeAt(events, "i1", at(c.since)); fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("activeAt(i1, since %vs) = %v, want %v", c.since, got, c.want)
+		}
+	}
+	// Of what i1 ran at 1.5 s, it revoked 0_1 and lost 1_0 since; 0_0 it
+	// still holds.
+	if got, want := stillHeld(events, "i1", []string{"0_0", "0_1", "1_0"}, at(1.5)), []string{"0_0"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("stillHeld(i1, since 1.5s) = %v, want %v", got, want)
+	}
+	if got, want := stillHeld(events, "i1", []string{"0_0", "0_1", "1_0"}, at(2.5)), []string{"0_0", "0_1"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("stillHeld(i1, since 2.5s) = %v, want %v", got, want)
 	}
 }
 
@@ -162,5 +318,42 @@ func TestIntervals(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("intervals:\n got %v\nwant %v", got, want)
+	}
+}
+
+// TestLostRanges: the work an instance may have done twice on a task the
+// group gave away without its knowing, from the offsets read while the
+// input flowed.
+func TestLostRanges(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	read := func(s float64, committed, end int64) timedRead {
+		return timedRead{at: at(s), read: offsetRead{committed: map[string]int64{"0_2": committed}, end: map[string]int64{"0_2": end}}}
+	}
+	history := []timedRead{read(0.5, 10, 20), read(1.5, 12, 30), read(3, 25, 60), read(6, 40, 90), read(7, 41, 100)}
+	events := []baton.Event{
+		{Time: at(1), Kind: baton.EventAssigned, Instance: "i4", Task: "0_2"},
+		{Time: at(3.5), Kind: baton.EventAssigned, Instance: "i2", Task: "0_2"}, // the group gave it to i2
+		{Time: at(5), Kind: baton.EventLost, Instance: "i4", Task: "0_2"},
+		{Time: at(5), Kind: baton.EventLost, Instance: "i5", Task: "0_2"}, // never given it: nothing
+	}
+	got := lostRanges(t0, events, history)
+	want := []Uncommitted{{Instance: "i4", Cause: "lost", At: 5 * time.Second, Tasks: map[string]Range{"0_2": {From: 25, To: 90}}}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("lostRanges:\n got %v\nwant %v", got, want)
+	}
+	// Nobody else given it before the loss: from the reading before the
+	// loss.
+	got = lostRanges(t0, []baton.Event{events[0], events[2]}, history)
+	if len(got) != 1 || got[0].Tasks["0_2"] != (Range{From: 25, To: 90}) {
+		t.Errorf("taken by nobody: %v, want 0_2 [25, 90)", got)
+	}
+	// Given to another before the first reading: nothing committed then,
+	// as far as the run knows.
+	events[1].Time = at(0.2)
+	events[0].Time = at(0.1)
+	got = lostRanges(t0, events[:3], history)
+	if len(got) != 1 || got[0].Tasks["0_2"] != (Range{From: 0, To: 90}) {
+		t.Errorf("taken before the first reading: %v, want 0_2 [0, 90)", got)
 	}
 }
