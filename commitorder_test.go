@@ -30,12 +30,7 @@ func TestCommitWaitsForAcks(t *testing.T) {
 	if kafkatest.Real(t) {
 		t.Skip("refuses produce requests through the embedded cluster's request hooks; runs on the embedded cluster only")
 	}
-	k, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(4),
-		kfake.GroupMinSessionTimeout(500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(k.Close)
+	k := hookedCluster(t)
 	var hold atomic.Bool
 	var refused atomic.Int64
 	// The test's own writes (to the input topic, named by name or by id
@@ -54,20 +49,8 @@ func TestCommitWaitsForAcks(t *testing.T) {
 		if !hold.Load() || len(r.Topics) == 0 || ours(r.Topics[0].Topic, r.Topics[0].TopicID, input.Load()) {
 			return nil, nil, false
 		}
-		resp := r.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.NotLeaderForPartition.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
 		refused.Add(1)
-		return resp, nil, true
+		return refuseProduce(r, kerr.NotLeaderForPartition.Code), nil, true
 	})
 	h := newHarnessOn(t, &kafkatest.Target{Brokers: k.ListenAddrs()}, 4)
 	ids, err := kadm.NewClient(h.prod).ListTopics(context.Background(), h.input)
@@ -110,6 +93,37 @@ func TestCommitWaitsForAcks(t *testing.T) {
 	h.waitAtLeast(30 * time.Second)
 	h.checkOverCount(uncommitted)
 	a.app.Leave()
+}
+
+// hookedCluster starts a one-broker embedded cluster, closed when the
+// test ends, for a test that steers its requests (kfake's ControlKey).
+func hookedCluster(t *testing.T) *kfake.Cluster {
+	t.Helper()
+	k, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(4),
+		kfake.GroupMinSessionTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	return k
+}
+
+// refuseProduce answers every partition of a produce request with the
+// error code (a retriable one makes the client try again).
+func refuseProduce(r *kmsg.ProduceRequest, code int16) *kmsg.ProduceResponse {
+	resp := r.ResponseKind().(*kmsg.ProduceResponse)
+	for _, rt := range r.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.ErrorCode = code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }
 
 // processedByPrefix is the records r processed over its tasks whose ids

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -510,12 +509,7 @@ func TestExactlyOnceAbortUnresolvedRejoins(t *testing.T) {
 	if kafkatest.Real(t) {
 		t.Skip("fails EndTxn through the embedded cluster's request hooks; runs on the embedded cluster only")
 	}
-	k, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(4),
-		kfake.GroupMinSessionTimeout(500*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(k.Close)
+	k := hookedCluster(t)
 	var down atomic.Bool
 	var refused atomic.Int32
 	k.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
@@ -538,19 +532,7 @@ func TestExactlyOnceAbortUnresolvedRejoins(t *testing.T) {
 		if !down.Load() || r.TransactionID == nil {
 			return nil, nil, false
 		}
-		resp := r.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range r.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition = rp.Partition
-				sp.ErrorCode = kerr.NotLeaderForPartition.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return refuseProduce(r, kerr.NotLeaderForPartition.Code), nil, true
 	})
 	h := newHarnessOn(t, &kafkatest.Target{Brokers: k.ListenAddrs()}, 4)
 	h.prefill(200)
