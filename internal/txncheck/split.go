@@ -25,6 +25,10 @@ type Entry struct {
 	Epoch      int16
 	Control    bool
 	Commit     bool // a control record's marker: COMMIT, else ABORT
+	// CoordinatorEpoch is a control record's coordinator epoch: the
+	// leader epoch of the __transaction_state partition whose
+	// coordinator wrote the marker.
+	CoordinatorEpoch int32
 }
 
 // Split is a transaction whose markers disagree: the partitions where its
@@ -178,6 +182,10 @@ func ReadEntries(ctx context.Context, brokers []string, topics ...string) ([]Ent
 			if e.Control {
 				// A marker's key: version (int16), then type (int16): 0 abort, 1 commit.
 				e.Commit = len(r.Key) >= 4 && binary.BigEndian.Uint16(r.Key[2:4]) == 1
+				// Its value: version (int16), then the coordinator epoch (int32).
+				if len(r.Value) >= 6 {
+					e.CoordinatorEpoch = int32(binary.BigEndian.Uint32(r.Value[2:6]))
+				}
 			}
 			byPart[k] = append(byPart[k], e)
 		})
