@@ -31,6 +31,33 @@ const (
 	EnvSplitGiveUp = "BATON_SPLIT_GIVE_UP"
 )
 
+// javaTools finds javac and java, failing the test with what to install
+// when they are missing.
+func javaTools(t *testing.T) (javac, java string) {
+	t.Helper()
+	javac, err := exec.LookPath("javac")
+	if err != nil {
+		t.Fatalf("javac not found (%v): install a JDK, for example Debian's openjdk-17-jdk-headless", err)
+	}
+	java, err = exec.LookPath("java")
+	if err != nil {
+		t.Fatalf("java not found: %v", err)
+	}
+	return javac, java
+}
+
+// compileJava compiles testdata/src against the Kafka jars in lib and
+// returns the classes' directory and the jars' classpath entry.
+func compileJava(t *testing.T, javac, lib, src string) (classes, jars string) {
+	t.Helper()
+	classes = t.TempDir()
+	jars = filepath.Join(lib, "*")
+	if out, err := exec.Command(javac, "-cp", jars, "-d", classes, filepath.Join("testdata", src)).CombinedOutput(); err != nil {
+		t.Fatalf("javac: %v\n%s", err, out)
+	}
+	return classes, jars
+}
+
 // TestJavaClientSplit looks for the transaction split that baton's fault
 // tests found with franz-go clients, with Apache Kafka's own Java clients
 // and no baton code in the loop. testdata/Split.java copies topic in to
@@ -47,14 +74,7 @@ func TestJavaClientSplit(t *testing.T) {
 	if kills <= 0 {
 		t.Skipf("a soak of its own: %s=N kills the transaction coordinator N times (needs Java 17 with javac)", EnvSplitKills)
 	}
-	javac, err := exec.LookPath("javac")
-	if err != nil {
-		t.Fatalf("javac not found (%v): install a JDK, for example Debian's openjdk-17-jdk-headless", err)
-	}
-	java, err := exec.LookPath("java")
-	if err != nil {
-		t.Fatalf("java not found: %v", err)
-	}
+	javac, java := javaTools(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	c, err := kafkatest.Start(ctx, kafkatest.Config{Nodes: 3, Logf: t.Logf})
 	cancel()
@@ -62,11 +82,7 @@ func TestJavaClientSplit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop()
-	classes := t.TempDir()
-	jars := filepath.Join(c.Lib(), "*")
-	if out, err := exec.Command(javac, "-cp", jars, "-d", classes, filepath.Join("testdata", "Split.java")).CombinedOutput(); err != nil {
-		t.Fatalf("javac: %v\n%s", err, out)
-	}
+	classes, jars := compileJava(t, javac, c.Lib(), "Split.java")
 	brokers := c.Addrs()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {

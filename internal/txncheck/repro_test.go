@@ -97,14 +97,7 @@ func TestJavaClientSplitRepro(t *testing.T) {
 		}
 		initAfter = d
 	}
-	javac, err := exec.LookPath("javac")
-	if err != nil {
-		t.Fatalf("javac not found (%v): install a JDK, for example Debian's openjdk-17-jdk-headless", err)
-	}
-	java, err := exec.LookPath("java")
-	if err != nil {
-		t.Fatalf("java not found: %v", err)
-	}
+	javac, java := javaTools(t)
 	var clusterDir string
 	logsIn := regexp.MustCompile(`\(logs in (.+)\)$`)
 	logf := func(format string, args ...any) {
@@ -156,11 +149,7 @@ func TestJavaClientSplitRepro(t *testing.T) {
 	} else if len(missing) > 0 {
 		t.Logf("loggers the running brokers do not have (INFO from their restart on): %s", strings.Join(missing, " "))
 	}
-	classes := t.TempDir()
-	jars := filepath.Join(c.Lib(), "*")
-	if out, err := exec.Command(javac, "-cp", jars, "-d", classes, filepath.Join("testdata", "Repro.java")).CombinedOutput(); err != nil {
-		t.Fatalf("javac: %v\n%s", err, out)
-	}
+	classes, jars := compileJava(t, javac, c.Lib(), "Repro.java")
 	r := &repro{t: t, c: c, adm: adm, dir: clusterDir, brokers: brokers, initAfter: initAfter, keep: os.Getenv(EnvSplitReproKeep) == "1",
 		java: []string{java, "-Xmx192m", "-cp", classes + string(os.PathListSeparator) + jars, "Repro"}}
 	outcomes := map[string]int{}
