@@ -67,14 +67,15 @@ func (h *harness) compareCopies() {
 	h.t.Helper()
 	cc := h.copies
 	cc.mu.Lock()
-	defer cc.mu.Unlock()
+	copies := slices.Clone(cc.copies) // the changelogs are read without the lock
+	cc.mu.Unlock()
 	type at struct {
 		topic string
 		part  int32
 		until int64
 	}
 	read := map[at]map[string]string{}
-	for _, c := range cc.copies {
+	for _, c := range copies {
 		where := fmt.Sprintf("task %s store %s on %s (changelog %s[%d] before %d)", c.task, c.store, c.instance, c.changelog, c.part, c.checkpoint)
 		if c.err != nil {
 			h.t.Errorf("%s: %v", where, c.err)
@@ -95,7 +96,7 @@ func (h *harness) compareCopies() {
 			h.t.Errorf("%s differs from its changelog: %s", where, diff)
 		}
 	}
-	h.t.Logf("compared %d stores, as their tasks started processing, with their changelogs", len(cc.copies))
+	h.t.Logf("compared %d stores, as their tasks started processing, with their changelogs", len(copies))
 }
 
 // mapDiff describes how got differs from want (at most five keys), or is
