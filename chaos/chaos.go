@@ -13,15 +13,13 @@
 // the duplicated occurrences may be no more than the lost instances'
 // uncommitted work can count again (see Uncommitted, DuplicateBound; a
 // member the group dropped while it went on processing, which says so
-// with EventLost, counts as lost: see lostRanges); in
+// with EventLost, counts as lost: see uncommitted.LostWork); in
 // exactly-once mode every word's committed history of counts must be
 // exactly 1, 2, ..., its occurrences.
 package chaos
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,7 +34,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -46,6 +43,7 @@ import (
 	"github.com/baton-streams/baton/internal/faultnet"
 	"github.com/baton-streams/baton/internal/tick"
 	"github.com/baton-streams/baton/internal/txncheck"
+	"github.com/baton-streams/baton/internal/uncommitted"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -128,7 +126,8 @@ type Result struct {
 	LowWords   []string       `json:"low_words,omitempty"`
 	// DuplicateBound is the most occurrences the lost instances'
 	// uncommitted work (Uncommitted) can count again: under
-	// at-least-once, Duplicated may not be more (see duplicateBound).
+	// at-least-once, Duplicated may not be more (see
+	// uncommitted.DuplicateBound).
 	DuplicateBound int64 `json:"duplicate_bound"`
 	// Uncommitted is, per loss of an instance, the input its tasks may
 	// have processed without committing it.
@@ -224,8 +223,12 @@ type run struct {
 	dataDir string // the embedded cluster's persistence
 
 	appID, lines, counts string
-	repartition          string // the topic between splitting and counting
-	adm                  *kadm.Client
+	// offsets reads the group's committed offsets and the end offsets of
+	// the lines and repartition topics: around each loss, and every
+	// 200 ms while input flows, into its history (what an instance the
+	// group dropped without its knowing may have done twice: see
+	// uncommitted.LostWork).
+	offsets *uncommitted.Poller
 
 	cmu     sync.Mutex
 	cluster *cluster.Cluster // guarded by cmu
@@ -250,10 +253,6 @@ type run struct {
 	recordErr   error
 	recording   sync.WaitGroup
 	closed      bool
-	// history is a reading of the offsets every 200 ms while input flows
-	// (under mu): what an instance the group dropped without its knowing
-	// may have done twice (see lostRanges).
-	history []timedRead
 
 	covered map[string]bool // the kinds of event that happened (the event loop's)
 }
@@ -297,7 +296,6 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		r.brokers = ext.Brokers
 		r.appID, r.lines, r.counts = ext.Prefix+r.appID, ext.Prefix+r.lines, ext.Prefix+r.counts
 	}
-	r.repartition = topology.RepartitionTopic(r.appID, "words")
 	if cfg.External == nil {
 		r.dataDir = filepath.Join(dir, "cluster")
 		c, err := cluster.Start("127.0.0.1:0", 1, kfake.DataDir(r.dataDir))
@@ -319,7 +317,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	r.adm = adm
+	r.offsets = uncommitted.NewPoller(adm, r.appID, r.lines, topology.RepartitionTopic(r.appID, "words"))
 	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
 	for _, t := range []struct {
 		name    string
@@ -345,7 +343,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	polled := make(chan struct{})
 	go func() {
 		defer close(polled)
-		r.pollOffsets(pctx)
+		r.offsets.Poll(pctx)
 	}()
 
 	deadline := time.Now().Add(cfg.Duration)
@@ -409,8 +407,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, r.recordErr
 	}
 	res.Intervals = intervals(r.start, time.Now(), r.marks, r.events, r.losses)
-	res.Uncommitted = append(slices.Clone(r.uncommitted), lostRanges(r.start, r.events, r.history)...)
-	res.DuplicateBound = duplicateBound(res.Uncommitted, lines)
+	res.Uncommitted = append(slices.Clone(r.uncommitted), uncommitted.LostWork(r.start, r.events, r.offsets.History())...)
+	res.DuplicateBound = uncommitted.DuplicateBound(res.Uncommitted, lines)
 	res.RecordsIn, res.Words = r.in, len(r.words)
 	for w, n := range r.words {
 		if stored[w] < n {
@@ -552,7 +550,7 @@ func (r *run) event() (string, error) {
 // from the lower committed offset to the higher end offset (a commit that
 // lands after the first reading, or a commit the restart loses, or
 // records that arrive after it only widen the ranges; see
-// uncommittedRanges). The second reading waits until the instances have
+// uncommitted.Ranges). The second reading waits until the instances have
 // given up the tasks they ran (see awaitGivenUp).
 func (r *run) restartCluster(kind string) error {
 	now := time.Now()
@@ -566,7 +564,7 @@ func (r *run) restartCluster(kind string) error {
 	for _, in := range alive {
 		tasks[in.id] = r.activeTasks(in, now)
 	}
-	before, err := r.readOffsets()
+	before, err := r.offsets.Read(context.Background())
 	if err != nil {
 		return err
 	}
@@ -655,89 +653,17 @@ func (r *run) activeTasks(in *instance, since time.Time) []string {
 	return tasks
 }
 
-// readOffsets reads, for every task of both subtopologies, the group's
-// committed offset on its input partition and the partition's end offset.
-// It tries for up to a minute (a cluster coming back may not answer at
-// once).
-func (r *run) readOffsets() (offsetRead, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for {
-		rd, err := r.readOffsetsOnce(ctx)
-		if err == nil || ctx.Err() != nil {
-			return rd, err
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func (r *run) readOffsetsOnce(ctx context.Context) (offsetRead, error) {
-	rd := offsetRead{committed: map[string]int64{}, end: map[string]int64{}}
-	committed, err := r.adm.FetchOffsets(ctx, r.appID)
-	if err == nil {
-		err = committed.Error()
-	}
-	if err != nil {
-		return rd, fmt.Errorf("chaos: reading the group's committed offsets: %w", err)
-	}
-	ends, err := r.adm.ListEndOffsets(ctx, r.lines, r.repartition)
-	if err == nil {
-		ends.Each(func(o kadm.ListedOffset) {
-			// The repartition topic is missing until an instance made it;
-			// then no task of subtopology 1 ran.
-			if o.Err != nil && err == nil && (o.Topic != r.repartition || !errors.Is(o.Err, kerr.UnknownTopicOrPartition)) {
-				err = o.Err
-			}
-		})
-	}
-	if err != nil {
-		return rd, fmt.Errorf("chaos: reading the end offsets of %s and %s: %w", r.lines, r.repartition, err)
-	}
-	sub := map[string]int{r.lines: 0, r.repartition: 1}
-	committed.Each(func(o kadm.OffsetResponse) {
-		if s, ok := sub[o.Topic]; ok {
-			rd.committed[topology.TaskID(s, o.Partition)] = o.At
-		}
-	})
-	ends.Each(func(o kadm.ListedOffset) {
-		if s, ok := sub[o.Topic]; ok {
-			if o.Err == nil {
-				rd.end[topology.TaskID(s, o.Partition)] = o.Offset
-			}
-		}
-	})
-	return rd, nil
-}
-
-// pollOffsets reads the offsets every 200 ms until ctx ends, into
-// r.history. A reading that fails (the cluster restarting) is skipped.
-func (r *run) pollOffsets(ctx context.Context) {
-	_ = tick.Every(ctx, 200*time.Millisecond, func() error {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		at := time.Now()
-		rd, err := r.readOffsetsOnce(rctx)
-		if err != nil {
-			return nil
-		}
-		r.mu.Lock()
-		r.history = append(r.history, timedRead{at: at, read: rd})
-		r.mu.Unlock()
-		return nil
-	})
-}
-
 // recordUncommitted reads the offsets once more (after the loss) and
 // records, for each instance lost at at and the tasks it ran then, the
-// work it may have done without committing it (see uncommittedRanges).
-func (r *run) recordUncommitted(cause string, at time.Time, tasks map[string][]string, before ...offsetRead) error {
-	after, err := r.readOffsets()
+// work it may have done without committing it (see uncommitted.Ranges).
+func (r *run) recordUncommitted(cause string, at time.Time, tasks map[string][]string, before ...uncommitted.Offsets) error {
+	after, err := r.offsets.Read(context.Background())
 	if err != nil {
 		return err
 	}
 	var us []Uncommitted
 	for _, id := range slices.Sorted(maps.Keys(tasks)) {
-		ranges, err := uncommittedRanges(tasks[id], append(before, after)...)
+		ranges, err := uncommitted.Ranges(tasks[id], append(before, after)...)
 		if err != nil {
 			return fmt.Errorf("chaos: the uncommitted work of %s (%s): %w", id, cause, err)
 		}
@@ -988,13 +914,10 @@ func (r *run) produce(ctx context.Context, cl *kgo.Client) error {
 // readInput counts the words of every line the input topic holds, says
 // which input partitions hold each word (sorted), and gives each
 // partition's lines with their numbers of words, in offset order.
-func (r *run) readInput(ctx context.Context) (map[string]int64, map[string][]int32, map[int32][]inputLine, error) {
+func (r *run) readInput(ctx context.Context) (map[string]int64, map[string][]int32, map[int32][]uncommitted.Line, error) {
 	out := map[string]int64{}
 	parts := map[string][]int32{}
-	lines := map[int32][]inputLine{}
-	err := counts.Scan(ctx, r.brokers, r.lines, false, func(rec *kgo.Record) {
-		words := strings.Fields(string(rec.Value))
-		lines[rec.Partition] = append(lines[rec.Partition], inputLine{offset: rec.Offset, words: int64(len(words))})
+	lines, err := uncommitted.ReadLines(ctx, r.brokers, r.lines, func(rec *kgo.Record, words []string) {
 		for _, w := range words {
 			out[w]++
 			if !slices.Contains(parts[w], rec.Partition) {
@@ -1005,9 +928,6 @@ func (r *run) readInput(ctx context.Context) (map[string]int64, map[string][]int
 	})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("chaos: reading the input back: %w", err)
-	}
-	for _, ls := range lines {
-		slices.SortFunc(ls, func(a, b inputLine) int { return cmp.Compare(a.offset, b.offset) })
 	}
 	return out, parts, lines, nil
 }

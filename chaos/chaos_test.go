@@ -210,49 +210,6 @@ func TestResultOK(t *testing.T) {
 	}
 }
 
-// TestDuplicateBound: the words of the lines in the lost splitting
-// tasks' ranges, plus the repartition records in the lost counting
-// tasks' ranges, every loss adding its own.
-func TestDuplicateBound(t *testing.T) {
-	// Partition 0 holds lines at offsets 0..9 of 2 words each; partition 1
-	// lines at offsets 0, 2, 4 (a gap) of 3 words.
-	lines := map[int32][]inputLine{1: {{0, 3}, {2, 3}, {4, 3}}}
-	for o := range int64(10) {
-		lines[0] = append(lines[0], inputLine{o, 2})
-	}
-	us := []Uncommitted{
-		{Instance: "i1", Cause: "crash", Tasks: map[string]Range{"0_0": {From: 3, To: 7}, "1_2": {From: 100, To: 130}}},
-		{Instance: "i2", Cause: "cluster-restart", Tasks: map[string]Range{"0_0": {From: 5, To: 20}, "0_1": {From: 1, To: 4}, "1_0": {From: 7, To: 7}}},
-		{Instance: "i3", Cause: "failed", Tasks: map[string]Range{"0_3": {From: 0, To: 50}}}, // no line read back there
-	}
-	// i1: lines 3..6 of partition 0 (4 lines, 8 words) and 30 records; i2:
-	// lines 5..9 of partition 0 (10 words) and line 2 of partition 1 (3).
-	if got, want := duplicateBound(us, lines), int64(8+30+10+3); got != want {
-		t.Errorf("duplicateBound = %d, want %d", got, want)
-	}
-	if got := duplicateBound(nil, lines); got != 0 {
-		t.Errorf("no loss: duplicateBound = %d, want 0", got)
-	}
-}
-
-// TestUncommittedRanges: from the lowest committed offset any reading
-// saw (0 for none) to the highest end offset.
-func TestUncommittedRanges(t *testing.T) {
-	before := offsetRead{committed: map[string]int64{"0_0": 40, "1_0": 10}, end: map[string]int64{"0_0": 50, "1_0": 30, "0_1": 5}}
-	after := offsetRead{committed: map[string]int64{"0_0": 45, "1_0": 8, "0_1": 2}, end: map[string]int64{"0_0": 60, "1_0": 29, "0_1": 6}}
-	got, err := uncommittedRanges([]string{"0_0", "1_0", "0_1"}, before, after)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]Range{"0_0": {40, 60}, "1_0": {8, 30}, "0_1": {0, 6}}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("uncommittedRanges = %v, want %v", got, want)
-	}
-	if _, err := uncommittedRanges([]string{"1_3"}, before, after); err == nil {
-		t.Error("a task with no end offset: no error")
-	}
-}
-
 // TestActiveAt: the tasks an instance ran as active when lost, from its
 // events.
 func TestActiveAt(t *testing.T) {
@@ -318,42 +275,5 @@ func TestIntervals(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("intervals:\n got %v\nwant %v", got, want)
-	}
-}
-
-// TestLostRanges: the work an instance may have done twice on a task the
-// group gave away without its knowing, from the offsets read while the
-// input flowed.
-func TestLostRanges(t *testing.T) {
-	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
-	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
-	read := func(s float64, committed, end int64) timedRead {
-		return timedRead{at: at(s), read: offsetRead{committed: map[string]int64{"0_2": committed}, end: map[string]int64{"0_2": end}}}
-	}
-	history := []timedRead{read(0.5, 10, 20), read(1.5, 12, 30), read(3, 25, 60), read(6, 40, 90), read(7, 41, 100)}
-	events := []baton.Event{
-		{Time: at(1), Kind: baton.EventAssigned, Instance: "i4", Task: "0_2"},
-		{Time: at(3.5), Kind: baton.EventAssigned, Instance: "i2", Task: "0_2"}, // the group gave it to i2
-		{Time: at(5), Kind: baton.EventLost, Instance: "i4", Task: "0_2"},
-		{Time: at(5), Kind: baton.EventLost, Instance: "i5", Task: "0_2"}, // never given it: nothing
-	}
-	got := lostRanges(t0, events, history)
-	want := []Uncommitted{{Instance: "i4", Cause: "lost", At: 5 * time.Second, Tasks: map[string]Range{"0_2": {From: 25, To: 90}}}}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("lostRanges:\n got %v\nwant %v", got, want)
-	}
-	// Nobody else given it before the loss: from the reading before the
-	// loss.
-	got = lostRanges(t0, []baton.Event{events[0], events[2]}, history)
-	if len(got) != 1 || got[0].Tasks["0_2"] != (Range{From: 25, To: 90}) {
-		t.Errorf("taken by nobody: %v, want 0_2 [25, 90)", got)
-	}
-	// Given to another before the first reading: nothing committed then,
-	// as far as the run knows.
-	events[1].Time = at(0.2)
-	events[0].Time = at(0.1)
-	got = lostRanges(t0, events[:3], history)
-	if len(got) != 1 || got[0].Tasks["0_2"] != (Range{From: 0, To: 90}) {
-		t.Errorf("taken before the first reading: %v, want 0_2 [0, 90)", got)
 	}
 }

@@ -1,14 +1,12 @@
 package chaos
 
 import (
-	"cmp"
-	"fmt"
 	"maps"
 	"slices"
 	"time"
 
 	"github.com/baton-streams/baton"
-	"github.com/baton-streams/baton/topology"
+	"github.com/baton-streams/baton/internal/uncommitted"
 )
 
 // Interval is the time from one event of a run to the next: which
@@ -158,108 +156,14 @@ func intervals(start, end time.Time, marks []mark, events []baton.Event, losses 
 	return out
 }
 
-// Range is the offsets of a task's input partition from From (the group's
-// committed offset) to To (the partition's end offset), To excluded.
-type Range struct {
-	From int64 `json:"from"`
-	To   int64 `json:"to"`
-}
+// Range is the offsets of a task's input partition from the group's
+// committed offset to the partition's end offset (see uncommitted.Range).
+type Range = uncommitted.Range
 
 // Uncommitted is the work an instance lost in a run may have done without
-// committing it, work its tasks' next owners do again: for each task it ran
-// as active at the loss, the range of its input partition from the
-// group's committed offset to the partition's end offset, read around the
-// loss (see uncommittedRanges). Subtopology 0's task "0_p" splits
-// partition p of the input topic, subtopology 1's task "1_p" counts
-// partition p of the repartition topic.
-type Uncommitted struct {
-	Instance string `json:"instance"`
-	// Cause is what lost it: an event kind ("crash", "leader-crash",
-	// "handover-crash", "cluster-restart", "broker-restart") or "failed"
-	// (its Run returned an error).
-	Cause string           `json:"cause"`
-	At    time.Duration    `json:"at"` // since the run began
-	Tasks map[string]Range `json:"tasks"`
-}
-
-// offsetRead is one reading, per task, of the group's committed offset on
-// the task's input partition (missing: nothing committed) and of that
-// partition's end offset.
-type offsetRead struct {
-	committed map[string]int64
-	end       map[string]int64
-}
-
-// uncommittedRanges returns, for each task, the range from the lowest
-// committed offset any read saw (0 when one saw none) to the highest end
-// offset any read saw. A lost instance processed nothing past the end
-// offsets after its loss (it could no longer fetch), and its next owners
-// start from a committed offset at least as high as any read before them:
-// a committed offset read earlier, or an end offset read later, only
-// widens a range, which keeps the bound it gives sound. A task no read
-// gives an end offset for is an error.
-func uncommittedRanges(tasks []string, reads ...offsetRead) (map[string]Range, error) {
-	out := map[string]Range{}
-	for _, task := range tasks {
-		rg := Range{From: -1, To: -1}
-		for _, rd := range reads {
-			from, ok := rd.committed[task]
-			if !ok || from < 0 {
-				from = 0
-			}
-			if rg.From < 0 || from < rg.From {
-				rg.From = from
-			}
-			if end, ok := rd.end[task]; ok && end > rg.To {
-				rg.To = end
-			}
-		}
-		if rg.To < 0 {
-			return nil, fmt.Errorf("chaos: no end offset for the input partition of task %s", task)
-		}
-		rg.From = min(rg.From, rg.To)
-		out[task] = rg
-	}
-	return out, nil
-}
-
-// inputLine is a line of the input topic as read back at the end of a
-// run: its offset in its partition and how many words it holds.
-type inputLine struct {
-	offset, words int64
-}
-
-// duplicateBound is the most occurrences the work the lost instances did
-// without committing it can count a second time, under at-least-once: a
-// lost splitting task's next owner splits the lines in its range again
-// (each of their words may be counted once more), a lost counting task's
-// next owner counts the repartition records in its range again (each may
-// be counted once more). The losses add up: work done again and lost
-// again is done a third time. lines holds each input partition's lines in
-// offset order. It is pure: the run records, this decides (as
-// checkOverCount does for one crash in the package's scale tests).
-func duplicateBound(us []Uncommitted, lines map[int32][]inputLine) int64 {
-	var bound int64
-	for _, u := range us {
-		for task, rg := range u.Tasks {
-			sub, p, err := topology.ParseTaskID(task)
-			if err != nil || rg.To <= rg.From {
-				continue
-			}
-			switch sub {
-			case 0:
-				ls := lines[p]
-				k, _ := slices.BinarySearchFunc(ls, rg.From, func(l inputLine, off int64) int { return cmp.Compare(l.offset, off) })
-				for ; k < len(ls) && ls[k].offset < rg.To; k++ {
-					bound += ls[k].words
-				}
-			case 1:
-				bound += rg.To - rg.From
-			}
-		}
-	}
-	return bound
-}
+// committing it, work its tasks' next owners do again (see
+// uncommitted.Work).
+type Uncommitted = uncommitted.Work
 
 // activeAt returns the tasks an instance ran as active when it was lost,
 // from the events it emitted so far (in the order it emitted them): those
@@ -301,73 +205,6 @@ func stillHeld(events []baton.Event, instance string, tasks []string, since time
 	for _, t := range tasks {
 		if !given[t] {
 			out = append(out, t)
-		}
-	}
-	return out
-}
-
-// timedRead is a reading of the offsets (offsetRead) and when it began.
-type timedRead struct {
-	at   time.Time
-	read offsetRead
-}
-
-// lostRanges returns the uncommitted work of every task an instance lost
-// (EventLost: the group gave the task to another member while this one,
-// unaware, kept it; it learns later, and did not commit meanwhile). The
-// task's next owner runs it from the group's committed offset as it
-// takes it, for as long as the lost instance goes on: the range goes from
-// the committed offset read last before that next owner was given the
-// task (the loss itself when no other instance was given it first;
-// offsets committed only move forward, so the next owner started no
-// lower) to the highest end offset read up to the first reading after
-// the loss. events and history are in time order. It is pure: the run
-// records, this decides.
-func lostRanges(start time.Time, events []baton.Event, history []timedRead) []Uncommitted {
-	var out []Uncommitted
-	given := map[[2]string]time.Time{} // instance, task -> when last assigned
-	for k, e := range events {
-		key := [2]string{e.Instance, e.Task}
-		switch e.Kind {
-		case baton.EventAssigned:
-			given[key] = e.Time
-		case baton.EventLost:
-			from, ok := given[key]
-			if !ok {
-				continue
-			}
-			taken := e.Time // when the next owner was given the task
-			for _, o := range events[:k] {
-				if o.Kind == baton.EventAssigned && o.Task == e.Task && o.Instance != e.Instance && o.Time.After(from) {
-					taken = o.Time
-					break
-				}
-			}
-			// The readings from the last one at or before taken (none:
-			// nothing committed then, as far as the run knows) to the
-			// first one after the loss.
-			first, last := -1, len(history)-1
-			for k, h := range history {
-				if !h.at.After(taken) {
-					first = k
-				}
-				if h.at.After(e.Time) {
-					last = k
-					break
-				}
-			}
-			reads := []offsetRead{{committed: map[string]int64{}, end: map[string]int64{}}}
-			if first >= 0 {
-				reads = nil
-			}
-			for _, h := range history[max(first, 0) : last+1] {
-				reads = append(reads, h.read)
-			}
-			ranges, err := uncommittedRanges([]string{e.Task}, reads...)
-			if err != nil {
-				continue
-			}
-			out = append(out, Uncommitted{Instance: e.Instance, Cause: "lost", At: e.Time.Sub(start), Tasks: ranges})
 		}
 	}
 	return out

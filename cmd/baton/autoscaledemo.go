@@ -52,14 +52,14 @@ func demoAutoscaleConfig() autoscale.Config {
 
 // slowWordCount is wordcount whose split step costs lineCost a line.
 func slowWordCount() (*topology.Topology, error) {
-	b := topology.NewBuilder("demo")
-	lines := topology.FromTopic(b, "lines", topology.Bytes, topology.String)
+	b := topology.NewBuilder(demoApp)
+	lines := topology.FromTopic(b, demoLines, topology.Bytes, topology.String)
 	words := topology.FlatMapValues(lines, func(line string) []string {
 		time.Sleep(lineCost) // the work a line takes
 		return strings.Fields(line)
 	})
-	byWord := topology.GroupBy(words, func(_ []byte, word string) string { return word }, topology.String, "words")
-	topology.Count(byWord, "counts").ToStream().To("counts")
+	byWord := topology.GroupBy(words, func(_ []byte, word string) string { return word }, topology.String, demoWords)
+	topology.Count(byWord, "counts").ToStream().To(demoCounts)
 	return b.Build()
 }
 
@@ -122,6 +122,7 @@ func runAutoscaleDemo(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	defer cl.Close()
+	defer d.pollOffsets(ctx, cl)()
 	defer d.stopAll()
 	recCtx, stopRec := context.WithCancel(ctx)
 	defer stopRec()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/baton-streams/baton/instance"
 	"github.com/baton-streams/baton/internal/counts"
 	"github.com/baton-streams/baton/internal/tick"
+	"github.com/baton-streams/baton/internal/uncommitted"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -53,6 +55,16 @@ func init() {
 	rootCmd.AddCommand(demoCmd)
 }
 
+// The wordcount both demos run: its application id (the group), its input
+// and output topics, and the name of the repartition between the tasks
+// that split lines (0_p) and those that count words (1_p).
+const (
+	demoApp    = "demo"
+	demoLines  = "lines"
+	demoCounts = "counts"
+	demoWords  = "words"
+)
+
 // demo is one run of the demo: the cluster, the instances, the producer and
 // what was seen.
 type demo struct {
@@ -60,6 +72,10 @@ type demo struct {
 	start   time.Time
 	brokers []string
 	dir     string
+	// offsets reads the group's committed offsets and the end offsets of
+	// the lines and repartition topics every 200 ms (see pollOffsets): what
+	// verify bounds the lost tasks' work done again with.
+	offsets *uncommitted.Poller
 
 	mu     sync.Mutex
 	events []baton.Event
@@ -117,6 +133,7 @@ func runDemo(ctx context.Context, out io.Writer, pg *progress) error {
 		return err
 	}
 	defer cl.Close()
+	defer d.pollOffsets(ctx, cl)()
 
 	defer d.stopAll()
 	for _, id := range []string{"i1", "i2"} {
@@ -200,11 +217,11 @@ func (d *demo) createTopics(ctx context.Context, n int) (*kgo.Client, error) {
 	}
 	adm := kadm.NewClient(cl)
 	compact := map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}
-	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, "lines"); err != nil {
+	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, demoLines); err != nil {
 		cl.Close()
 		return nil, err
 	}
-	if _, err := adm.CreateTopic(ctx, partitions, 1, compact, "counts"); err != nil {
+	if _, err := adm.CreateTopic(ctx, partitions, 1, compact, demoCounts); err != nil {
 		cl.Close()
 		return nil, err
 	}
@@ -212,7 +229,7 @@ func (d *demo) createTopics(ctx context.Context, n int) (*kgo.Client, error) {
 	for i := range n {
 		w := "w" + strconv.Itoa(i)
 		d.words[w]++
-		recs = append(recs, &kgo.Record{Topic: "lines", Key: []byte(w), Value: []byte(w)})
+		recs = append(recs, &kgo.Record{Topic: demoLines, Key: []byte(w), Value: []byte(w)})
 	}
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		cl.Close()
@@ -225,7 +242,7 @@ func (d *demo) createTopics(ctx context.Context, n int) (*kgo.Client, error) {
 func (d *demo) startInstance(id string) error {
 	build := d.build
 	if build == nil {
-		build = func() (*topology.Topology, error) { return topology.WordCount("demo", "lines", "counts") }
+		build = func() (*topology.Topology, error) { return topology.WordCount(demoApp, demoLines, demoCounts) }
 	}
 	top, err := build()
 	if err != nil {
@@ -236,7 +253,7 @@ func (d *demo) startInstance(id string) error {
 	if d.listener != nil {
 		listen = func(e baton.Event) { d.listen(e); d.listener(e) }
 	}
-	opts := append([]baton.Option{baton.WithBrokers(d.brokers...), baton.WithAppID("demo"), baton.WithInstanceID(id),
+	opts := append([]baton.Option{baton.WithBrokers(d.brokers...), baton.WithAppID(demoApp), baton.WithInstanceID(id),
 		baton.WithStateDir(d.dir + "/" + id), baton.WithAcceptableLag(100), baton.WithLogger(quiet),
 		baton.WithSessionTimeout(3 * time.Second), baton.WithRebalanceTimeout(5 * time.Second), baton.WithListener(listen)}, d.opts...)
 	app, err := baton.New(top, opts...)
@@ -357,7 +374,7 @@ func (d *demo) produce(ctx context.Context, cl *kgo.Client, perTick func() int) 
 			for _, w := range line {
 				d.words[w]++
 			}
-			recs = append(recs, &kgo.Record{Topic: "lines", Key: []byte(strconv.Itoa(n)), Value: []byte(strings.Join(line, " "))})
+			recs = append(recs, &kgo.Record{Topic: demoLines, Key: []byte(strconv.Itoa(n)), Value: []byte(strings.Join(line, " "))})
 			n++
 		}
 		d.mu.Unlock()
@@ -433,24 +450,57 @@ func (d *demo) waitFor(ctx context.Context, timeout time.Duration, what string, 
 	return nil
 }
 
+// pollOffsets reads, through cl, the group's committed offsets and the end
+// offsets of the lines and repartition topics every 200 ms into
+// d.offsets' history, from now until the returned func is called (it
+// waits for the polling to end).
+func (d *demo) pollOffsets(ctx context.Context, cl *kgo.Client) (stop func()) {
+	d.offsets = uncommitted.NewPoller(kadm.NewClient(cl), demoApp, demoLines, topology.RepartitionTopic(demoApp, demoWords))
+	pctx, cancel := context.WithCancel(ctx)
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		d.offsets.Poll(pctx)
+	}()
+	return func() { cancel(); <-polled }
+}
+
 // verify waits until the output topic holds the produced counts: exactly
 // them, or, once an instance lost tasks without a commit, at least them
-// (at-least-once does the lost work again; it never drops any). What it
-// found is the verification line the summary ends with.
+// and no more occurrences above them in all than the lost tasks'
+// uncommitted work can count again (at-least-once does the lost work
+// again; it never drops any, and it redoes no more than that work). What
+// it found is the verification line the summary ends with.
 func (d *demo) verify(ctx context.Context) (string, error) {
 	deadline := time.Now().Add(30 * time.Second)
+	var lines map[int32][]uncommitted.Line // the input, read once tasks were lost
 	for {
-		got, err := counts.Read(ctx, d.brokers, "counts")
+		got, err := counts.Read(ctx, d.brokers, demoCounts)
 		if err != nil {
 			return "", err
 		}
 		d.mu.Lock()
+		events := slices.Clone(d.events)
 		lost := d.lostLocked()
-		over, bad := compareCounts(d.words, got, len(lost) > 0)
+		d.mu.Unlock()
+		var bound int64
+		if len(lost) > 0 {
+			if lines == nil {
+				if lines, err = uncommitted.ReadLines(ctx, d.brokers, demoLines, nil); err != nil {
+					return "", fmt.Errorf("demo: tasks were lost (%s), and the input to bound their work with could not be read: %w",
+						strings.Join(lost, ", "), err)
+				}
+			}
+			if bound, err = d.lostBound(ctx, events, lines); err != nil {
+				return "", err
+			}
+		}
+		d.mu.Lock()
+		excess, bad := compareCounts(d.words, got, len(lost) > 0, bound)
 		words := len(d.words)
 		d.mu.Unlock()
 		if bad == "" {
-			return verifiedLine(words, over, lost), nil
+			return verifiedLine(words, excess, bound, lost), nil
 		}
 		if time.Now().After(deadline) {
 			if len(lost) > 0 {
@@ -462,25 +512,58 @@ func (d *demo) verify(ctx context.Context) (string, error) {
 	}
 }
 
-// compareCounts checks the counts read against those produced: each must
-// be equal, or, when tasks were lost (at-least-once redid their work), at
-// least equal. over is how many are more; bad names the first word, in
-// sorted order, that fails. It walks the maps once and sorts nothing: the
-// demo polls it over hundreds of thousands of words.
-func compareCounts(want map[string]int64, got map[string]int64, lost bool) (over int, bad string) {
-	first := ""
+// lostBound is the most occurrences the uncommitted work of the tasks
+// events say were lost can count again (uncommitted.LostWork weighed by
+// uncommitted.DuplicateBound against the input's lines). It first records
+// one more reading of the offsets, so that every loss in events has a
+// reading after it.
+func (d *demo) lostBound(ctx context.Context, events []baton.Event, lines map[int32][]uncommitted.Line) (int64, error) {
+	if d.offsets == nil {
+		return 0, errors.New("demo: tasks were lost, but no offsets were read to bound their work with")
+	}
+	if err := d.offsets.Record(ctx); err != nil {
+		return 0, fmt.Errorf("demo: reading the offsets to bound the lost tasks' work: %w", err)
+	}
+	return uncommitted.DuplicateBound(uncommitted.LostWork(d.start, events, d.offsets.History()), lines), nil
+}
+
+// compareCounts checks the counts read against those produced. With no
+// task lost, each must be equal. When tasks were lost (at-least-once
+// redid their uncommitted work), each must be at least equal, and the
+// excess, the occurrences counted above the produced ones summed over
+// every word, at most bound (what that work can count again). A word
+// counted but never produced is wrong either way. excess is returned
+// whatever the verdict; bad says what fails: the first word, in sorted
+// order, whose count is wrong by itself, else an excess over the bound
+// (with the first word over). It walks the maps once each and sorts
+// nothing: the demo polls it over hundreds of thousands of words.
+func compareCounts(want, got map[string]int64, lost bool, bound int64) (excess int64, bad string) {
+	first, firstOver := "", "" // the first word wrong by itself, the first over
 	for w, n := range want {
-		switch {
-		case got[w] > n && lost:
-			over++
-		case got[w] != n && (first == "" || w < first):
+		g := got[w]
+		if g > n {
+			excess += g - n
+			if firstOver == "" || w < firstOver {
+				firstOver = w
+			}
+		}
+		if (g < n || g > n && !lost) && (first == "" || w < first) {
 			first = w
 		}
 	}
-	if first != "" {
-		bad = fmt.Sprintf("%s: got %d, want %d", first, got[first], want[first])
+	for w := range got {
+		if _, ok := want[w]; !ok && (first == "" || w < first) {
+			first = w
+		}
 	}
-	return over, bad
+	switch {
+	case first != "":
+		bad = fmt.Sprintf("%s: got %d, want %d", first, got[first], want[first])
+	case lost && excess > bound:
+		bad = fmt.Sprintf("the counts exceed the occurrences by %d (the first word over: %s: got %d, want %d), "+
+			"more than the %d the lost tasks' uncommitted work could count again", excess, firstOver, got[firstOver], want[firstOver], bound)
+	}
+	return excess, bad
 }
 
 // lostLocked lists the tasks lost without a commit ("i2 lost 1_1"), in the
@@ -495,13 +578,14 @@ func (d *demo) lostLocked() []string {
 	return lost
 }
 
-// verifiedLine is the verification's result as the summary's last line.
-func verifiedLine(words, over int, lost []string) string {
+// verifiedLine is the verification's result as the summary's last line:
+// with tasks lost, the excess counted and the bound it kept within.
+func verifiedLine(words int, excess, bound int64, lost []string) string {
 	if len(lost) == 0 {
 		return fmt.Sprintf("Verified: all %d words have exactly the count of their occurrences.", words)
 	}
-	return fmt.Sprintf("Verified: all %d words have at least the count of their occurrences, %d more than it: "+
-		"at-least-once did the uncommitted work of lost tasks again (%s).", words, over, strings.Join(lost, ", "))
+	return fmt.Sprintf("Verified: all %d words have at least the count of their occurrences, %d more than it, "+
+		"within the %d the lost tasks' uncommitted work could count again (%s).", words, excess, bound, strings.Join(lost, ", "))
 }
 
 // summary prints the handover of every moved task and the result.
