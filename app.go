@@ -100,6 +100,7 @@ type App struct {
 	// Written by any goroutine.
 	closers    sync.WaitGroup // background store opens and closes
 	pollers    sync.WaitGroup // the input and changelog pollers
+	oneShots   sync.WaitGroup // the member's goroutines for one answer (oneShot)
 	partsMu    sync.Mutex     // guards topicParts only; never held across I/O
 	topicParts map[string]int32
 	leaveNow   chan struct{} // closed by Leave
@@ -362,6 +363,8 @@ func (a *App) member(ctx context.Context) error {
 	case *atLeastOnce:
 		committer.Go(func() { c.run(a.runCtx) })
 	}
+	// Deferred before the cancel, so it runs after it: they end on it.
+	defer a.oneShots.Wait()
 	defer a.cancel(errStopped)
 	go a.globals.watch(a.runCtx, a.cancel)
 	a.startWorkers()

@@ -201,8 +201,8 @@ func (a *App) readEndsAsync(seq int, ids []string) {
 			keys[st.Changelog][part] = append(keys[st.Changelog][part], instance.Key{Task: id, Store: st.Name})
 		}
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(a.runCtx, 5*time.Second)
+	a.oneShot(func(ctx context.Context, ch loopChans) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		out := instance.Ends{Seq: seq, Ends: map[instance.Key]int64{}}
 		listed, err := a.admin.ListEndOffsets(ctx, topics...)
@@ -222,10 +222,10 @@ func (a *App) readEndsAsync(seq int, ids []string) {
 			}
 		}
 		select {
-		case a.ch.ends <- out:
-		case <-a.ch.done:
+		case ch.ends <- out:
+		case <-ch.done:
 		}
-	}()
+	})
 }
 
 // committedEnds replaces, in listed, the end of each input partition in
@@ -360,7 +360,28 @@ func (a *App) abort(err error) error {
 	return err
 }
 
+// oneShot runs fn off the loop for one answer of the member in progress.
+// fn gets that member's context and channels, taken now: an answer it
+// sends after a fence goes to the loop that asked for it, never to the
+// next member's. member waits for every oneShot before it returns.
+func (a *App) oneShot(fn func(ctx context.Context, ch loopChans)) {
+	ctx, ch := a.runCtx, a.ch
+	a.oneShots.Add(1)
+	go func() {
+		defer a.oneShots.Done()
+		if a.cfg.onOneShot != nil {
+			a.cfg.onOneShot(ctx)
+		}
+		fn(ctx, ch)
+	}()
+}
+
+// closeAll closes every task, after a rewind still writing their stores
+// has ended.
 func (a *App) closeAll() {
+	if a.shell != nil {
+		a.shell.stopRewind()
+	}
 	for id, t := range a.tasks {
 		a.closeTask(t)
 		a.forgetTask(id)

@@ -686,6 +686,9 @@ func (a *App) applyUpTo(ctx context.Context, tasks []*task, upTo map[topicPart]i
 					data++
 				}
 			}
+			if a.cfg.onCatchUp != nil {
+				a.cfg.onCatchUp(ctx)
+			}
 			if _, err := c.s.applyChangelog(recs); err != nil {
 				ferr = fmt.Errorf("baton: task %s store %s: catching up: %w", c.t.id, c.s.name, err)
 				return

@@ -80,8 +80,8 @@ func (s *shell) readInput() {
 // the loop.
 func (a *App) readInputAsync(committed bool) {
 	topics := a.sourceTopics()
-	go func() {
-		ctx, cancel := context.WithTimeout(a.runCtx, 5*time.Second)
+	a.oneShot(func(ctx context.Context, ch loopChans) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		r := inputRead{ends: map[topicPart]int64{}, starts: map[topicPart]int64{}}
 		collect := func(into map[topicPart]int64) func(kadm.ListedOffset) {
@@ -110,10 +110,10 @@ func (a *App) readInputAsync(committed bool) {
 		}
 		r.at, r.err = time.Now(), err
 		select {
-		case a.ch.inputs <- r:
-		case <-a.ch.done:
+		case ch.inputs <- r:
+		case <-ch.done:
 		}
-	}()
+	})
 }
 
 // inputRead takes a read of the input: it updates the input rates, the

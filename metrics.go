@@ -20,6 +20,7 @@ type metrics struct {
 	learners       prometheus.Gauge
 	generation     prometheus.Gauge
 	rebalance      prometheus.Histogram
+	loopTurn       prometheus.Histogram
 	transactions   *prometheus.CounterVec
 
 	// Input lag and rates, per active task, and what the workers sustain
@@ -64,6 +65,9 @@ func newMetrics(r prometheus.Registerer, appID, instance string) *metrics {
 		rebalance: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "baton_rebalance_seconds",
 			Help: "Time from this instance's join to its assignment, per rebalance round.", ConstLabels: labels,
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+		loopTurn: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "baton_loop_turn_seconds",
+			Help: "Time the control loop spent on one thing it woke for (a poll, a callback, a commit's end, a tick); while it works, rebalance callbacks and every task wait.", ConstLabels: labels,
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}),
 		late: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_late_records_total",
 			Help: "Records a windowed aggregation dropped because every window they fall into had closed (past its grace period), by task and store.", ConstLabels: labels}, []string{"task", "store"}),
 		badRecords: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_bad_records_total",
@@ -88,7 +92,7 @@ func newMetrics(r prometheus.Registerer, appID, instance string) *metrics {
 			Help: "Records per second arriving on all the group's input partitions over the last 30s. Only the leader has this series.", ConstLabels: labels}, nil),
 	}
 	if r != nil {
-		for _, c := range []prometheus.Collector{m.processed, m.late, m.restored, m.lag, m.rebalances, m.replayed, m.commitSeconds, m.handover, m.badRecords, m.learners, m.generation, m.rebalance, m.transactions, m.memberRestarts,
+		for _, c := range []prometheus.Collector{m.processed, m.late, m.restored, m.lag, m.rebalances, m.replayed, m.commitSeconds, m.handover, m.badRecords, m.learners, m.generation, m.rebalance, m.loopTurn, m.transactions, m.memberRestarts,
 			m.inputLagRecords, m.inputLagSeconds, m.inputRate, m.workerBusy, m.workerRate, m.desired, m.groupLag, m.groupRate} {
 			_ = r.Register(c)
 		}

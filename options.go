@@ -1,6 +1,7 @@
 package baton
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -70,6 +71,14 @@ type config struct {
 	// starts: its stores hold what it restored and nothing it processed.
 	// Tests compare those stores with their changelogs through it.
 	onStart func(*task)
+	// onCatchUp, when set, is called by the catch-up after an aborted
+	// transaction with its context, before it writes a fetch into a
+	// store. Tests hold the catch-up there.
+	onCatchUp func(context.Context)
+	// onOneShot, when set, is called first by every goroutine the loop
+	// starts for one answer (offsets to read), with the membership's
+	// context. Tests hold such a goroutine there.
+	onOneShot func(context.Context)
 }
 
 // The defaults of WithHeartbeatInterval, WithSessionTimeout and

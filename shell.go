@@ -77,6 +77,9 @@ type shell struct {
 	// commit before anything more is processed; rewinding: that is under
 	// way (rebalances stay blocked until it is done).
 	rewind, rewinding bool
+	// stopRewinding, while a rewind runs, cancels it and waits for it to
+	// end: it writes the stores, so they close only after it.
+	stopRewinding func()
 	// stopped: the core said Leave, StopForRestart or Fail.
 	stopped error
 	exit    bool
@@ -160,6 +163,7 @@ func (a *App) loop(ctx context.Context) error {
 	inputTick := time.NewTicker(a.cfg.inputEvery)
 	defer inputTick.Stop()
 	userDone := ctx.Done()
+	var woke time.Time // when the loop woke for what it does this turn
 	for !s.exit {
 		// While the input rewinds, rebalance callbacks wait: the rewind
 		// writes the active tasks' stores and sets their offsets.
@@ -178,16 +182,20 @@ func (a *App) loop(ctx context.Context) error {
 		}
 		select {
 		case <-more:
+			woke = time.Now()
 			s.dispatch()
 			s.pollIfCaughtUp()
 		case <-a.runCtx.Done():
 			return a.abort(context.Cause(a.runCtx))
 		case <-userDone:
+			woke = time.Now()
 			userDone = nil
 			s.step(instance.Stop{Restart: a.cfg.stopMode == StopForRestart})
 		case <-a.leaveNow:
+			woke = time.Now()
 			s.step(instance.LeaveNow{})
 		case r := <-requests:
+			woke = time.Now()
 			// Records polled before a callback are taken first: the
 			// callback may revoke their tasks.
 			select {
@@ -199,6 +207,7 @@ func (a *App) loop(ctx context.Context) error {
 			s.waiting[s.nextReq] = r.done
 			s.step(r.in(s.nextReq))
 		case <-a.wake:
+			woke = time.Now()
 			if asg := a.assignment.Load(); asg != nil {
 				_, gen := a.group.GroupMetadata()
 				in := instance.Assignment{Active: asg.Active, Standby: asg.Standby, Learner: asg.Learner, Followup: asg.Followup,
@@ -209,32 +218,44 @@ func (a *App) loop(ctx context.Context) error {
 				s.step(in)
 			}
 		case l := <-a.ch.led:
+			woke = time.Now()
 			s.step(l)
 		case f := <-a.ch.polls:
+			woke = time.Now()
 			s.polled(f)
 		case c := <-a.ch.restores:
+			woke = time.Now()
 			s.restored(c)
 		case o := <-a.ch.opened:
+			woke = time.Now()
 			s.opened(o)
 		case e := <-a.ch.ends:
+			woke = time.Now()
 			s.limits(e)
 			s.step(e)
 		case r := <-a.ch.commits:
+			woke = time.Now()
 			s.committed(r)
 		case err := <-a.ch.rewound:
+			woke = time.Now()
 			s.rewoundDone(err)
 		case <-tick.C:
+			woke = time.Now()
 			s.step(instance.Tick{})
 			if s.booting() {
 				s.dispatch() // a task may have stopped waiting for its tables
 			}
 		case <-inputTick.C:
+			woke = time.Now()
 			s.readInput()
 		case r := <-a.ch.inputs:
+			woke = time.Now()
 			s.inputRead(r)
 		case r := <-a.ch.tableEnds:
+			woke = time.Now()
 			s.tableEndsRead(r)
 		}
+		a.metrics.loopTurn.Observe(time.Since(woke).Seconds())
 	}
 	return s.stopped
 }
@@ -302,7 +323,7 @@ func (s *shell) polled(f kgo.Fetches) {
 		// The transaction aborted: what was polled follows work that is
 		// gone. Rebalance callbacks wait while the input is rewound.
 		s.rewind, s.rewinding = false, true
-		go func() { a.ch.rewound <- a.rewindInput(a.runCtx, s.activeTasks()) }()
+		s.startRewind()
 		return
 	}
 	f.EachPartition(func(p kgo.FetchTopicPartition) {
@@ -732,20 +753,21 @@ func (a *App) openAsync(t *task) {
 	}
 	prev := a.closing[t.id]
 	a.openingTasks[t.id] = true
-	a.closers.Add(1) // Run waits for it before the state dir lock goes
+	ctx, ch := a.runCtx, a.ch // this member's, as in oneShot
+	a.closers.Add(1)          // Run waits for it before the state dir lock goes
 	go func() {
 		defer a.closers.Done()
 		if prev != nil {
 			<-prev
 		}
-		stores, ends, err := a.openStores(a.runCtx, t.id, t.part, t.sub.Stores)
+		stores, ends, err := a.openStores(ctx, t.id, t.part, t.sub.Stores)
 		in := instance.Opened{Task: t.id, Checkpoints: map[string]int64{}, Ends: ends}
 		if err != nil {
 			in.Err = err.Error()
 		}
 		select {
-		case a.ch.opened <- opened{t: t, in: in, stores: stores}:
-		case <-a.ch.done:
+		case ch.opened <- opened{t: t, in: in, stores: stores}:
+		case <-ch.done:
 			for _, s := range stores {
 				if err := s.st.Close(); err != nil {
 					a.log.Warn("closing store", "task", t.id, "store", s.name, "err", err)
@@ -791,10 +813,38 @@ func (s *shell) committed(r commitResult) {
 	s.pollIfCaughtUp()
 }
 
+// startRewind sets the input of the active tasks back to the last commit
+// off the loop (rewindInput); the result comes back on rewound. The rewind
+// has a context of its own so that stopRewind can end it.
+func (s *shell) startRewind() {
+	a := s.a
+	ctx, cancel := context.WithCancel(a.runCtx)
+	done := make(chan struct{})
+	rewound, tasks := a.ch.rewound, s.activeTasks()
+	s.stopRewinding = func() {
+		cancel()
+		<-done
+	}
+	go func() {
+		defer close(done)
+		defer cancel()
+		rewound <- a.rewindInput(ctx, tasks) // buffered: one rewind at a time
+	}()
+}
+
+// stopRewind ends a rewind still running and waits for it, before the
+// stores it writes close.
+func (s *shell) stopRewind() {
+	if s.stopRewinding != nil {
+		s.stopRewinding()
+		s.stopRewinding = nil
+	}
+}
+
 // rewoundDone: the input is back at the last commit (or the rewind failed
 // and is tried again after the next poll). Rebalances may go on.
 func (s *shell) rewoundDone(err error) {
-	s.rewinding = false
+	s.rewinding, s.stopRewinding = false, nil
 	if err != nil {
 		s.a.log.Warn("rewinding input; trying again", "err", err)
 		s.rewind = true

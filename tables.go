@@ -81,13 +81,13 @@ func (s *shell) startTableBoot(t *task) {
 // off the loop; the answer comes back as a tableEnds.
 func (s *shell) readTableEnds(id string, part int32, topics []string, gen uint64, wait time.Duration) {
 	a := s.a
-	go func() {
+	a.oneShot(func(ctx context.Context, ch loopChans) {
 		select {
 		case <-time.After(wait):
-		case <-a.ch.done:
+		case <-ch.done:
 			return
 		}
-		ctx, cancel := context.WithTimeout(a.runCtx, 5*time.Second)
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		out := tableEnds{task: id, gen: gen}
 		var listed kadm.ListedOffsets
@@ -109,10 +109,10 @@ func (s *shell) readTableEnds(id string, part int32, topics []string, gen uint64
 			}
 		}
 		select {
-		case a.ch.tableEnds <- out:
-		case <-a.ch.done:
+		case ch.tableEnds <- out:
+		case <-ch.done:
 		}
-	}()
+	})
 }
 
 // tableEndsRead takes a read: a failed one is asked again after a pause.

@@ -101,4 +101,28 @@ var faults = []fault{
 		new:   "\t\t\ts.step(r.in(s.nextReq))\n\t\t\ttime.Sleep(time.Second)\n",
 		tests: []tests{{"./bench", "^TestScaleSmoke$"}},
 	},
+	{
+		name:  "open-on-loop",
+		what:  "a task's stores open on the loop, so every task here waits while they do",
+		file:  "shell.go",
+		old:   "\tgo func() {\n\t\tdefer a.closers.Done()\n\t\tif prev != nil {\n\t\t\t<-prev\n\t\t}\n\t\tstores, ends, err := a.openStores(ctx, t.id, t.part, t.sub.Stores)\n",
+		new:   "\tif prev != nil {\n\t\t<-prev\n\t}\n\tstores, ends, err := a.openStores(ctx, t.id, t.part, t.sub.Stores)\n\tgo func() {\n\t\tdefer a.closers.Done()\n",
+		tests: []tests{{"./bench", "^TestScaleSmoke$"}},
+	},
+	{
+		name:  "rewind-outlives-stop",
+		what:  "a stop closes the stores without ending the rewind that writes them",
+		file:  "effects.go",
+		old:   "\tif a.shell != nil {\n\t\ta.shell.stopRewind()\n\t}\n",
+		new:   "",
+		tests: []tests{{".", "^TestStopWaitsForTheCatchUp$"}},
+	},
+	{
+		name:  "oneshot-outlives-member",
+		what:  "a member ends without waiting for its goroutines for one answer",
+		file:  "app.go",
+		old:   "\tdefer a.oneShots.Wait()\n",
+		new:   "",
+		tests: []tests{{".", "^TestOneShotsEndWithTheirMember$"}},
+	},
 }

@@ -1,0 +1,121 @@
+package baton
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestStopWaitsForTheCatchUp: after a transaction whose commit outcome was
+// lost, the instance catches its stores up with their changelogs, off the
+// loop. A stop that comes meanwhile closes the stores only once that
+// catch-up, which writes them, has ended: a write into a closed Pebble
+// store panics. The catch-up is held just before its write until the
+// member's context ends, then a little longer, as a slow fetch would.
+func TestStopWaitsForTheCatchUp(t *testing.T) {
+	h := newHarness(t, 4)
+	h.prefill(200)
+	held := make(chan struct{}, 1)
+	var released atomic.Bool
+	hold := func(o *config) {
+		o.onCatchUp = func(ctx context.Context) {
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			<-ctx.Done()
+			time.Sleep(300 * time.Millisecond)
+			released.Store(true)
+		}
+	}
+	a := h.start("a", WithGuarantee(ExactlyOnce), hold)
+	h.eventually(60*time.Second, "a to run every task", func() bool { _, all := owners(a); return all })
+	h.waitExact(60 * time.Second)
+	f := h.startFlow(10 * time.Millisecond)
+	defer f.stop()
+	lost := errors.New("test: the commit's outcome was lost")
+	a.app.commit.(*transactional).lostCommit.Store(&lost)
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no catch-up after a commit with a lost outcome")
+	}
+	a.cancel()
+	select {
+	case err := <-a.done:
+		a.done <- err
+		if err != nil {
+			t.Fatalf("a: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("a did not stop")
+	}
+	if !released.Load() {
+		t.Errorf("Run returned while the catch-up was still running: it writes the stores Run closed")
+	}
+}
+
+// TestOneShotsEndWithTheirMember: the goroutines the loop starts for one
+// answer (offsets read off the loop) belong to the member that started
+// them. After a fence the instance joins again as a new member, with new
+// channels; a goroutine of the old member still running then would hand
+// its stale answer to the new one (and read the fields being replaced).
+// One such goroutine is held past its member's context's end: the
+// instance must not start its new member before it ended.
+func TestOneShotsEndWithTheirMember(t *testing.T) {
+	h := newHarness(t, 4)
+	h.prefill(200)
+	var armed, held atomic.Bool
+	var a *running
+	restarts := func() float64 { return testutil.ToFloat64(a.app.metrics.memberRestarts) }
+	outlived := make(chan bool, 1)
+	hold := func(o *config) {
+		o.onOneShot = func(ctx context.Context) {
+			if !armed.Load() || !held.CompareAndSwap(false, true) {
+				return
+			}
+			<-ctx.Done()
+			// Until the instance starts its new member, or long enough
+			// to know it waits for this goroutine.
+			deadline := time.Now().Add(3 * time.Second)
+			for restarts() == 0 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			outlived <- restarts() > 0
+		}
+	}
+	a = h.start("a", WithGuarantee(ExactlyOnce), hold)
+	h.eventually(60*time.Second, "a to run every task", func() bool { _, all := owners(a); return all })
+	f := h.startFlow(10 * time.Millisecond)
+	defer f.stop()
+	h.eventually(30*time.Second, "a to commit a transaction of the flow", func() bool {
+		return testutil.ToFloat64(a.app.metrics.transactions.WithLabelValues("committed")) > 0
+	})
+	armed.Store(true)
+	h.eventually(30*time.Second, "a goroutine for one answer to start", held.Load)
+	// A producer with a's transactional id fences a's client.
+	rogue, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.TransactionalID(a.app.transactionalID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rogue.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	_ = rogue.ProduceSync(context.Background(), &kgo.Record{Topic: h.output, Key: []byte("rogue"), Value: []byte("1")}).FirstErr()
+	_ = rogue.EndTransaction(context.Background(), kgo.TryAbort)
+	rogue.Close()
+	select {
+	case late := <-outlived:
+		if late {
+			t.Errorf("a started a new member while a goroutine of the old one was still running")
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("a's member did not end after its producer was fenced")
+	}
+	waitRejoined(h, a)
+}
