@@ -162,12 +162,19 @@ func (a *App) closeTask(t *task) {
 	done := make(chan struct{})
 	prev := a.closing[t.id]
 	a.closing[t.id] = done
+	var written <-chan struct{} // a restored chunk still being written to them
+	if a.shell != nil {
+		written = a.shell.applyDone(t.id)
+	}
 	a.closers.Add(1)
 	go func() {
 		defer a.closers.Done()
 		defer close(done)
 		if prev != nil {
 			<-prev // one close at a time per task
+		}
+		if written != nil {
+			<-written
 		}
 		for name, s := range stores {
 			if err := s.st.Close(); err != nil {

@@ -119,3 +119,42 @@ func TestOneShotsEndWithTheirMember(t *testing.T) {
 	}
 	waitRejoined(h, a)
 }
+
+// TestSlowRestoreWrites: restored chunks are written off the loop, one at
+// a time, and a task processes only once the chunks of its changelog are
+// written. b writes every other restored chunk after a pause of 200 ms
+// while lines flow and it takes over tasks from a, warming
+// learners: every store b starts processing on must equal its changelog
+// up to its checkpoint, and under exactly-once every count's history must
+// be 1, 2, ... n.
+func TestSlowRestoreWrites(t *testing.T) {
+	h := newHarness(t, 4)
+	h.prefill(3000)
+	a := h.start("a", WithGuarantee(ExactlyOnce))
+	h.eventually(60*time.Second, "a to run every task", func() bool { _, all := owners(a); return all })
+	f := h.startFlow(5 * time.Millisecond)
+	var writes atomic.Int64
+	slow := func(c *config) {
+		// Every other chunk waits: were two written at once, the later
+		// would land first.
+		c.onRestoreWrite = func() {
+			if writes.Add(1)%2 == 1 {
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+	}
+	b := h.start("b", WithGuarantee(ExactlyOnce), slow, h.checkCopies())
+	stopped := func() {
+		select {
+		case err := <-b.done:
+			b.done <- err
+			t.Fatalf("b stopped: %v", err)
+		default:
+		}
+	}
+	h.eventually(90*time.Second, "a and b to share the tasks", func() bool { stopped(); return balanced(a, b) })
+	time.Sleep(time.Second)
+	f.stop()
+	h.waitExact(60 * time.Second) // and every count's history
+	stopped()
+}

@@ -79,6 +79,9 @@ type config struct {
 	// starts for one answer (offsets to read), with the membership's
 	// context. Tests hold such a goroutine there.
 	onOneShot func(context.Context)
+	// onRestoreWrite, when set, is called off the loop before each
+	// restored chunk is written. Tests make the writes slow with it.
+	onRestoreWrite func()
 }
 
 // The defaults of WithHeartbeatInterval, WithSessionTimeout and

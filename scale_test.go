@@ -298,6 +298,15 @@ func TestDrain(t *testing.T) {
 	drained, _ := h.since(m)
 	ready := map[string]bool{} // instance/task
 	moved := 0
+	// A member the group expelled meanwhile (a starved machine can miss
+	// the session timeout) loses its tasks, and their next owners may
+	// replay them: only the drained tasks' replays are owed then.
+	var lost []string
+	for _, e := range drained {
+		if e.Kind == EventLost {
+			lost = append(lost, e.Instance+" lost "+e.Task)
+		}
+	}
 	for _, e := range drained {
 		switch {
 		case e.Kind == EventLearnerReady:
@@ -315,7 +324,16 @@ func TestDrain(t *testing.T) {
 					e.Task, e.Instance, e.Detail, lagText(e.Lag))
 			}
 		case e.Kind == EventRestored && e.Replayed > 10:
-			t.Errorf("task %s replayed %d records on %s", e.Task, e.Replayed, e.Instance)
+			if _, was := held[e.Task]; !was && len(lost) > 0 {
+				t.Logf("task %s replayed %d records on %s, after %v", e.Task, e.Replayed, e.Instance, lost)
+				break
+			}
+			t.Errorf("task %s replayed %d records on %s (lost meanwhile: %v); its events since the drain began:", e.Task, e.Replayed, e.Instance, lost)
+			for _, o := range drained {
+				if o.Task == e.Task {
+					t.Logf("  %s %s %s detail %q lag %v replayed %d", o.Time.Format("15:04:05.000"), o.Instance, o.Kind, o.Detail, lagText(o.Lag), o.Replayed)
+				}
+			}
 		}
 	}
 	stateful := 0

@@ -72,7 +72,8 @@ type shell struct {
 	// restorer reads the changelogs; sessions numbers its starts.
 	restorer *restorer
 	sessions uint64
-	scratch  state.Batch // the writes of one restored partition
+	// applying is the restored chunk being written off the loop, if any.
+	applying *applyJob
 	// rewind, under exactly-once: the input must go back to the last
 	// commit before anything more is processed; rewinding: that is under
 	// way (rebalances stay blocked until it is done).
@@ -92,6 +93,7 @@ type loopChans struct {
 	requests chan request
 	polls    chan kgo.Fetches
 	restores chan restoreChunk
+	applied  chan *applyJob
 	opened   chan opened
 	ends     chan instance.Ends
 	commits  chan commitResult
@@ -115,7 +117,7 @@ type opened struct {
 }
 
 func newLoopChans() loopChans {
-	return loopChans{requests: make(chan request), polls: make(chan kgo.Fetches), restores: make(chan restoreChunk),
+	return loopChans{requests: make(chan request), polls: make(chan kgo.Fetches), restores: make(chan restoreChunk), applied: make(chan *applyJob, 1),
 		opened: make(chan opened), ends: make(chan instance.Ends, 4), commits: make(chan commitResult, 4),
 		rewound: make(chan error, 1), led: make(chan instance.Led, 8), inputs: make(chan inputRead, 1), pollReq: make(chan struct{}, 1),
 		tableEnds: make(chan tableEnds, 4),
@@ -180,6 +182,11 @@ func (a *App) loop(ctx context.Context) error {
 		if s.behind && !a.commit.exclusive() && !s.rewinding {
 			more = ready
 		}
+		// One restored chunk is written at a time.
+		restores := a.ch.restores
+		if s.applying != nil {
+			restores = nil
+		}
 		select {
 		case <-more:
 			woke = time.Now()
@@ -223,9 +230,12 @@ func (a *App) loop(ctx context.Context) error {
 		case f := <-a.ch.polls:
 			woke = time.Now()
 			s.polled(f)
-		case c := <-a.ch.restores:
+		case c := <-restores:
 			woke = time.Now()
 			s.restored(c)
+		case j := <-a.ch.applied:
+			woke = time.Now()
+			s.applied(j)
 		case o := <-a.ch.opened:
 			woke = time.Now()
 			s.opened(o)
@@ -323,6 +333,7 @@ func (s *shell) polled(f kgo.Fetches) {
 		// The transaction aborted: what was polled follows work that is
 		// gone. Rebalance callbacks wait while the input is rewound.
 		s.rewind, s.rewinding = false, true
+		s.awaitApply("") // the rewind writes the active tasks' stores
 		s.startRewind()
 		return
 	}
@@ -492,8 +503,12 @@ func (s *shell) apply(fx []instance.Effect) {
 			a.group.PauseFetchPartitions(a.sourcePartitions(a.runtimeTask(e.Task)))
 			a.emit(Event{Kind: EventPaused, Task: e.Task})
 		case instance.ResumeInput:
+			s.awaitApply(e.Task) // it processes from now on
 			a.group.ResumeFetchPartitions(a.sourcePartitions(a.runtimeTask(e.Task)))
 		case instance.StartProcessor:
+			if s.core.Role(e.Task).Phase == lifecycle.Running {
+				s.awaitApply(e.Task) // a warm promotion: it processes at once
+			}
 			t := a.runtimeTask(e.Task)
 			t.assignedAt, t.first, t.replayed, t.punctuated = time.Now(), false, 0, time.Time{}
 			t.worker = a.pinWorker()
@@ -607,12 +622,14 @@ func (s *shell) stopRestore(t *task) {
 	t.reading = false
 }
 
-// restored applies changelog records to the stores of the tasks reading
-// them and reports the progress to the core. Records of a session that
-// has since stopped are dropped.
+// restored takes a chunk of changelog records for the stores of the tasks
+// reading them. Records of a session that has since stopped are dropped;
+// the rest are written off the loop, by one goroutine at a time (apply),
+// and the loop takes no other chunk until that write is done (applied).
 func (s *shell) restored(c restoreChunk) {
 	a := s.a
-	var progress []instance.Progress
+	job := &applyJob{done: make(chan struct{})}
+	var rebuilt []instance.Progress
 	for _, p := range c {
 		ref, ok := a.byChangelog[p.tp.topic]
 		if !ok {
@@ -631,26 +648,146 @@ func (s *shell) restored(c restoreChunk) {
 			if !s.rebuild(t, st, p.tp, p.err) {
 				return
 			}
-			progress = append(progress, instance.Progress{Task: id, Store: st.name, Checkpoint: st.checkpoint, End: -1})
+			rebuilt = append(rebuilt, instance.Progress{Task: id, Store: st.name, Checkpoint: st.checkpoint, End: -1})
 			continue
 		}
 		recs, end := p.recs, p.hwm
 		if st.source {
 			recs, end = s.upToLimit(t, st, p)
 		}
-		n, err := st.applyChangelogWith(&s.scratch, recs)
-		if err != nil {
-			a.fail(fmt.Errorf("baton: task %s store %s: restoring: %w", id, st.name, err))
-			return
-		}
-		if n > 0 {
-			a.metrics.restored.WithLabelValues(id).Add(float64(n))
-			if s.core.Role(id).Role == lifecycle.Active {
-				t.replayed += n
-				t.restored.Add(n)
+		job.parts = append(job.parts, applyPart{id: id, t: t, st: st, session: st.session, from: st.checkpoint, recs: recs, end: end})
+	}
+	for _, p := range rebuilt {
+		s.step(p)
+	}
+	if len(job.parts) > 0 {
+		s.applying = job
+		a.oneShot(func(_ context.Context, ch loopChans) {
+			if a.cfg.onRestoreWrite != nil {
+				a.cfg.onRestoreWrite()
 			}
+			job.run(ch)
+		})
+	}
+}
+
+// applyJob is the writes of one restored chunk, carried out off the loop.
+// While it runs, its stores are written by it alone: the loop takes no
+// other chunk, closes none of them and starts none of their tasks'
+// processors before it is done (awaitApply).
+type applyJob struct {
+	parts []applyPart // read only, by both sides
+	// next is each part's checkpoint after the write, and err the first
+	// failure: the writing goroutine's until done is closed.
+	next    []int64
+	err     error
+	done    chan struct{} // closed once every write is done
+	settled bool          // the loop took the new checkpoints in (settle)
+}
+
+type applyPart struct {
+	id      string
+	t       *task
+	st      *taskStore
+	session uint64
+	from    int64 // the store's checkpoint when the chunk was taken
+	recs    []*kgo.Record
+	end     int64 // the end to report with the progress
+}
+
+// run writes every part, stopping at the first failure, and hands the job
+// back to the loop that started it.
+func (j *applyJob) run(ch loopChans) {
+	defer close(j.done)
+	var b state.Batch
+	j.next = make([]int64, len(j.parts))
+	for i, p := range j.parts {
+		j.next[i] = p.from
+	}
+	for i, p := range j.parts {
+		next, err := applyChangelog(p.st.st, &b, p.from, p.recs)
+		if err != nil {
+			j.err = fmt.Errorf("baton: task %s store %s: restoring: %w", p.id, p.st.name, err)
+			break
 		}
-		progress = append(progress, instance.Progress{Task: id, Store: st.name, Checkpoint: st.checkpoint, End: end})
+		j.next[i] = next
+	}
+	ch.applied <- j // buffered: one job at a time
+}
+
+// has reports whether the job writes a store of task id.
+func (j *applyJob) has(id string) bool {
+	for i := range j.parts {
+		if j.parts[i].id == id {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitApply waits, when the chunk being written holds records of task
+// id (or of any task, when id is ""), for the write to end, and takes its
+// checkpoints in. The loop waits at most one chunk's write, and only
+// before what must not overlap it: a processor that writes the same
+// store, or the rewind.
+func (s *shell) awaitApply(id string) {
+	j := s.applying
+	if j == nil || id != "" && !j.has(id) {
+		return
+	}
+	<-j.done
+	s.settle(j)
+}
+
+// applyDone returns, while the chunk being written holds records of task
+// id, a channel closed once it is written; else nil. A close of the
+// task's stores waits for it.
+func (s *shell) applyDone(id string) <-chan struct{} {
+	if j := s.applying; j != nil && j.has(id) {
+		return j.done
+	}
+	return nil
+}
+
+// settle takes a written chunk's new checkpoints into its stores (only
+// forward: a store whose task started processing since may have moved
+// further) and counts what was restored.
+func (s *shell) settle(j *applyJob) {
+	if j.settled {
+		return
+	}
+	j.settled = true
+	a := s.a
+	for i, p := range j.parts {
+		n := p.st.advance(j.next[i])
+		if n <= 0 {
+			continue
+		}
+		a.metrics.restored.WithLabelValues(p.id).Add(float64(n))
+		if s.core.Role(p.id).Role == lifecycle.Active {
+			p.t.replayed += n
+			p.t.restored.Add(n)
+		}
+	}
+}
+
+// applied takes a written chunk back: its checkpoints, and the progress of
+// every store still reading the session the chunk was read for.
+func (s *shell) applied(j *applyJob) {
+	if s.applying == j {
+		s.applying = nil
+	}
+	if j.err != nil {
+		s.a.fail(j.err)
+		return
+	}
+	s.settle(j)
+	var progress []instance.Progress
+	for _, p := range j.parts {
+		if t := s.a.tasks[p.id]; t != p.t || !t.reading || p.st.session != p.session {
+			continue
+		}
+		progress = append(progress, instance.Progress{Task: p.id, Store: p.st.name, Checkpoint: p.st.checkpoint, End: p.end})
 	}
 	for _, p := range progress {
 		s.step(p)

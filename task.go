@@ -109,8 +109,33 @@ func (s *taskStore) applyChangelog(recs []*kgo.Record) (int64, error) {
 // applyChangelogWith is applyChangelog building its writes in b, which it
 // leaves reset: a caller applying many fetches can keep one b.
 func (s *taskStore) applyChangelogWith(b *state.Batch, recs []*kgo.Record) (int64, error) {
+	next, err := applyChangelog(s.st, b, s.checkpoint, recs)
+	if err != nil {
+		return 0, err
+	}
+	return s.advance(next), nil
+}
+
+// advance moves the checkpoint to next, if that is further, and returns
+// how far it moved.
+func (s *taskStore) advance(next int64) int64 {
+	if next <= s.checkpoint {
+		return 0
+	}
+	n := next - s.checkpoint
+	s.checkpoint = next
+	s.acked.Store(next)
+	return n
+}
+
+// applyChangelog writes to st, in one batch built in b (left reset) with
+// the new checkpoint, the changelog records at or past from, and returns
+// the checkpoint after them (from when there were none). It touches
+// nothing but st, so it may run off the loop while the loop keeps the
+// store's other fields.
+func applyChangelog(st state.Store, b *state.Batch, from int64, recs []*kgo.Record) (int64, error) {
 	defer b.Reset()
-	next := s.checkpoint
+	next := from
 	for _, r := range recs {
 		if r.Offset < next {
 			continue
@@ -124,16 +149,13 @@ func (s *taskStore) applyChangelogWith(b *state.Batch, recs []*kgo.Record) (int6
 			b.Put(r.Key, r.Value)
 		}
 	}
-	n := next - s.checkpoint
-	if n == 0 {
-		return 0, nil
+	if next == from {
+		return from, nil
 	}
-	if err := s.st.Apply(b, next); err != nil {
-		return 0, fmt.Errorf("applying up to changelog offset %d: %w", next, err)
+	if err := st.Apply(b, next); err != nil {
+		return from, fmt.Errorf("applying up to changelog offset %d: %w", next, err)
 	}
-	s.checkpoint = next
-	s.acked.Store(next)
-	return n, nil
+	return next, nil
 }
 
 // taskContext is the topology.Context of a task.

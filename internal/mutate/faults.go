@@ -17,8 +17,8 @@ var faults = []fault{
 		name:  "warm-copy-skip",
 		what:  "a standby or learner skips the first record of every restore chunk",
 		file:  "shell.go",
-		old:   "\t\tn, err := st.applyChangelogWith(&s.scratch, recs)\n",
-		new:   "\t\tif s.core.Role(id).Role != lifecycle.Active && len(recs) > 1 {\n\t\t\trecs = recs[1:]\n\t\t}\n\t\tn, err := st.applyChangelogWith(&s.scratch, recs)\n",
+		old:   "\t\tjob.parts = append(job.parts, applyPart{",
+		new:   "\t\tif s.core.Role(id).Role != lifecycle.Active && len(recs) > 1 {\n\t\t\trecs = recs[1:]\n\t\t}\n\t\tjob.parts = append(job.parts, applyPart{",
 		tests: []tests{{".", "^TestCrash$"}, {".", "^TestScaleOut$"}},
 	},
 	{
