@@ -60,8 +60,13 @@
 // is over) live in package instance, a pure state machine stepped with
 // what happened. One goroutine owns it and every task: kgo's rebalance
 // callbacks post to it and wait for its answer, and polls, store opens and
-// closes, end-offset reads and commits run in the background and report
-// back to it; no lock is held across I/O. At-least-once commits are
+// closes, writes of restored changelog records (one chunk at a time),
+// end-offset reads and commits run in the background and report back to
+// it; no lock is held across I/O. A goroutine started for one answer
+// belongs to the group membership that started it: it reports to that
+// membership's loop only, and the membership ends only after it. How long
+// the loop spends on each thing it wakes for is the histogram
+// baton_loop_turn_seconds. At-least-once commits are
 // pipelined: the writes of a commit are sealed, processing goes on while
 // their acknowledgements arrive, and the input offsets are committed
 // after them, on the commit path's own goroutine. A transaction stops

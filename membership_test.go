@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -157,4 +158,62 @@ func TestSlowRestoreWrites(t *testing.T) {
 	f.stop()
 	h.waitExact(60 * time.Second) // and every count's history
 	stopped()
+}
+
+// TestLoopDoesNotWaitForRestoreWrites: while b's learners restore, every
+// restored chunk takes two seconds to write, as on a disk that stalls. The
+// loop must not wait for those writes: no turn of b's loop may take as
+// long as one (baton_loop_turn_seconds), and the rebalance rounds that
+// give b its tasks go on (its callbacks are answered). A loop that wrote the chunks
+// itself would take two seconds per chunk. The bound is the stall the test
+// makes, not a speed: turns measure a few milliseconds.
+func TestLoopDoesNotWaitForRestoreWrites(t *testing.T) {
+	const stall = 2 * time.Second
+	h := newHarness(t, 4)
+	h.prefill(3000)
+	a := h.start("a")
+	h.eventually(60*time.Second, "a to run every task", func() bool { _, all := owners(a); return all })
+	f := h.startFlow(10 * time.Millisecond)
+	defer f.stop()
+	var writes atomic.Int64
+	slow := func(c *config) {
+		c.onRestoreWrite = func() {
+			writes.Add(1)
+			time.Sleep(stall)
+		}
+	}
+	b := h.start("b", slow)
+	// Its learners fall behind the flow at one chunk per stall, but the
+	// rounds that gave b its learners and its stateless tasks went on.
+	h.eventually(60*time.Second, "b to run stateless tasks, warm learners and write three restored chunks", func() bool {
+		roles := map[string]int{}
+		for _, ts := range b.app.Status().Tasks {
+			roles[ts.Role]++
+		}
+		return roles["active"] > 0 && roles["learner"] > 0 && writes.Load() >= 3
+	})
+	turns, over, bound := loopTurns(t, b.app, stall.Seconds()*0.8)
+	t.Logf("b's loop: %d turns, %d of them over %.2f s; %d restored chunks written", turns, over, bound, writes.Load())
+	if over > 0 {
+		t.Errorf("b's loop took %d turns over %.2f s while restored chunks took %v each to write: it waited for them", over, bound, stall)
+	}
+}
+
+// loopTurns returns how many turns app's loop took, and how many of them
+// took longer than bound: the largest bucket bound of the histogram at or
+// below atLeast.
+func loopTurns(t *testing.T, app *App, atLeast float64) (turns, over uint64, bound float64) {
+	t.Helper()
+	var m dto.Metric
+	if err := app.metrics.loopTurn.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	h := m.GetHistogram()
+	below := uint64(0)
+	for _, b := range h.GetBucket() {
+		if b.GetUpperBound() <= atLeast {
+			below, bound = b.GetCumulativeCount(), b.GetUpperBound()
+		}
+	}
+	return h.GetSampleCount(), h.GetSampleCount() - below, bound
 }

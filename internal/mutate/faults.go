@@ -125,4 +125,12 @@ var faults = []fault{
 		new:   "",
 		tests: []tests{{".", "^TestOneShotsEndWithTheirMember$"}},
 	},
+	{
+		name:  "restore-write-on-loop",
+		what:  "the loop waits for each restored chunk to be written before it goes on",
+		file:  "shell.go",
+		old:   "\t\t\tjob.run(ch)\n\t\t})\n",
+		new:   "\t\t\tjob.run(ch)\n\t\t})\n\t\t<-job.done\n",
+		tests: []tests{{".", "^TestLoopDoesNotWaitForRestoreWrites$"}},
+	},
 }
