@@ -98,12 +98,13 @@ type App struct {
 	desired    atomic.Pointer[AutoscaleStatus]
 
 	// Written by any goroutine.
-	closers    sync.WaitGroup // background store opens and closes
-	pollers    sync.WaitGroup // the input and changelog pollers
-	oneShots   sync.WaitGroup // the member's goroutines for one answer (oneShot)
-	partsMu    sync.Mutex     // guards topicParts only; never held across I/O
-	topicParts map[string]int32
-	leaveNow   chan struct{} // closed by Leave
+	closers        sync.WaitGroup // background store opens and closes
+	pollers        sync.WaitGroup // the input and changelog pollers
+	oneShots       sync.WaitGroup // the member's goroutines for one answer (oneShot)
+	workersRunning sync.WaitGroup // the member's worker goroutines
+	partsMu        sync.Mutex     // guards topicParts only; never held across I/O
+	topicParts     map[string]int32
+	leaveNow       chan struct{} // closed by Leave
 	// txnMember is the member id under which the tasks were assigned: a
 	// transaction must not commit under another (see commitTxnOffsets).
 	// Set at assignment (group goroutine) and by the commit path once it
@@ -363,12 +364,15 @@ func (a *App) member(ctx context.Context) error {
 	case *atLeastOnce:
 		committer.Go(func() { c.run(a.runCtx) })
 	}
-	// Deferred before the cancel, so it runs after it: they end on it.
+	// Deferred before the cancel, so they run after it: the one-answer
+	// goroutines end on it, and so does a worker's produce that waits for
+	// buffer space.
 	defer a.oneShots.Wait()
-	defer a.cancel(errStopped)
-	go a.globals.watch(a.runCtx, a.cancel)
 	a.startWorkers()
 	defer a.stopWorkers()
+	defer a.cancel(errStopped)
+	runCtx, stop := a.runCtx, a.cancel
+	a.oneShots.Go(func() { a.globals.watch(runCtx, stop) })
 	a.group.AddConsumeTopics(a.sourceTopics()...)
 	return a.loop(ctx)
 }

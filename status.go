@@ -52,8 +52,9 @@ func (a *App) Status() Status {
 		st.Generation = gen
 		st.Leader = gen > 0 && a.ledGen.Load() == gen
 	}
-	// The published view, not a.mu: Status is called from listeners, which
-	// may run inside a rebalance while the loop holds the lock.
+	// The published view, never the loop's own state: Status is called
+	// from any goroutine, listeners included, which may run inside a
+	// rebalance callback while the loop works on it.
 	st.Totals = map[string]TaskTotals{}
 	if view := a.view.Load(); view != nil {
 		for id, c := range view.closed {

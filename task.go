@@ -375,14 +375,17 @@ func (a *App) startWorkers() {
 	for i := range a.workers {
 		w := &worker{id: i, in: make(chan []*batch)}
 		a.workers[i] = w
-		go w.run(a)
+		a.workersRunning.Go(func() { w.run(a) })
 	}
 }
 
+// stopWorkers ends the workers and waits for them: a worker finishes the
+// turn it is in (bounded by the turn's deadline) and takes no other.
 func (a *App) stopWorkers() {
 	for _, w := range a.workers {
 		close(w.in)
 	}
+	a.workersRunning.Wait()
 }
 
 func (w *worker) run(a *App) {

@@ -136,9 +136,6 @@ func (c *Core) Role(id string) lifecycle.State {
 	return lifecycle.State{}
 }
 
-// Leaving reports whether the instance is draining.
-func (c *Core) Leaving() bool { return c.leaving }
-
 // Step applies one input.
 func (c *Core) Step(in Input) {
 	switch in := in.(type) {
