@@ -539,16 +539,19 @@ func txnErr(what string, err error) error {
 	return fmt.Errorf("baton: %s: %w", what, err)
 }
 
+// storeOfTask is a store of an active task, as the catch-ups after an
+// aborted transaction find it by changelog partition.
+type storeOfTask struct {
+	t *task
+	s *taskStore
+}
+
 // catchUpStores applies to the stores of active tasks what their
 // changelogs hold, committed, beyond the stores' checkpoints. It runs
 // while the loop waits for the rewind: no worker processes and rebalances
 // are blocked, so the stores are its to write.
 func (a *App) catchUpStores(ctx context.Context, tasks []*task) error {
-	type copyOf struct {
-		t *task
-		s *taskStore
-	}
-	byPart := map[string]map[int32]copyOf{}
+	byPart := map[string]map[int32]storeOfTask{}
 	var topics []string
 	for _, t := range tasks {
 		for _, s := range t.stores {
@@ -556,10 +559,10 @@ func (a *App) catchUpStores(ctx context.Context, tasks []*task) error {
 				continue // it follows the input's commits: catchUpSources
 			}
 			if byPart[s.changelog] == nil {
-				byPart[s.changelog] = map[int32]copyOf{}
+				byPart[s.changelog] = map[int32]storeOfTask{}
 				topics = append(topics, s.changelog)
 			}
-			byPart[s.changelog][t.part] = copyOf{t, s}
+			byPart[s.changelog][t.part] = storeOfTask{t, s}
 		}
 	}
 	if len(topics) == 0 {
@@ -629,11 +632,7 @@ func (a *App) catchUpSources(ctx context.Context, tasks []*task, set map[string]
 // upTo, the changelog from the store's checkpoint to that offset
 // (excluded) and applies it. It runs while no worker processes.
 func (a *App) applyUpTo(ctx context.Context, tasks []*task, upTo map[topicPart]int64, what string) error {
-	type copyOf struct {
-		t *task
-		s *taskStore
-	}
-	byPart := map[string]map[int32]copyOf{}
+	byPart := map[string]map[int32]storeOfTask{}
 	from := map[string]map[int32]kgo.Offset{}
 	behind := map[string]map[int32]int64{}
 	for _, t := range tasks {
@@ -643,9 +642,9 @@ func (a *App) applyUpTo(ctx context.Context, tasks []*task, upTo map[topicPart]i
 				continue
 			}
 			if from[s.changelog] == nil {
-				byPart[s.changelog], from[s.changelog], behind[s.changelog] = map[int32]copyOf{}, map[int32]kgo.Offset{}, map[int32]int64{}
+				byPart[s.changelog], from[s.changelog], behind[s.changelog] = map[int32]storeOfTask{}, map[int32]kgo.Offset{}, map[int32]int64{}
 			}
-			byPart[s.changelog][t.part] = copyOf{t, s}
+			byPart[s.changelog][t.part] = storeOfTask{t, s}
 			from[s.changelog][t.part] = kgo.NewOffset().At(s.checkpoint)
 			behind[s.changelog][t.part] = end
 		}

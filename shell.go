@@ -94,7 +94,7 @@ type loopChans struct {
 	polls    chan kgo.Fetches
 	restores chan restoreChunk
 	applied  chan *applyJob
-	opened   chan opened
+	opened   chan openResult
 	ends     chan instance.Ends
 	commits  chan commitResult
 	rewound  chan error
@@ -110,7 +110,8 @@ type loopChans struct {
 
 func (c loopChans) close() { c.closeOnce.Do(func() { close(c.done) }) }
 
-type opened struct {
+// openResult is an open of a task's stores, done off the loop (openAsync).
+type openResult struct {
 	t      *task
 	in     instance.Opened
 	stores map[string]*taskStore // nil when in.Err says why not
@@ -118,7 +119,7 @@ type opened struct {
 
 func newLoopChans() loopChans {
 	return loopChans{requests: make(chan request), polls: make(chan kgo.Fetches), restores: make(chan restoreChunk), applied: make(chan *applyJob, 1),
-		opened: make(chan opened), ends: make(chan instance.Ends, 4), commits: make(chan commitResult, 4),
+		opened: make(chan openResult), ends: make(chan instance.Ends, 4), commits: make(chan commitResult, 4),
 		rewound: make(chan error, 1), led: make(chan instance.Led, 8), inputs: make(chan inputRead, 1), pollReq: make(chan struct{}, 1),
 		tableEnds: make(chan tableEnds, 4),
 		done:      make(chan struct{}), closeOnce: &sync.Once{}}
@@ -238,7 +239,7 @@ func (a *App) loop(ctx context.Context) error {
 			s.applied(j)
 		case o := <-a.ch.opened:
 			woke = time.Now()
-			s.opened(o)
+			s.storesOpened(o)
 		case e := <-a.ch.ends:
 			woke = time.Now()
 			s.limits(e)
@@ -840,7 +841,7 @@ func (s *shell) rebuild(t *task, st *taskStore, tp topicPart, cause error) bool 
 	return true
 }
 
-func (s *shell) opened(o opened) {
+func (s *shell) storesOpened(o openResult) {
 	a := s.a
 	delete(a.openingTasks, o.t.id)
 	if next, ok := a.reopen[o.t.id]; ok {
@@ -903,7 +904,7 @@ func (a *App) openAsync(t *task) {
 			in.Err = err.Error()
 		}
 		select {
-		case ch.opened <- opened{t: t, in: in, stores: stores}:
+		case ch.opened <- openResult{t: t, in: in, stores: stores}:
 		case <-ch.done:
 			for _, s := range stores {
 				if err := s.st.Close(); err != nil {
