@@ -52,37 +52,19 @@ type App struct {
 	byChangelog map[string]storeRef
 
 	// Written by Run before the loop starts, then read-only.
-	group   *kgo.Client // group member, producer, committer
-	restore *kgo.Client // changelog reader for standbys, learners, restores
-	admin   *kadm.Client
 	unlock  func() error
 	metrics *metrics
-	purger  *purger   // deletes committed records of repartition topics
-	commit  committer // at-least-once or transactional
-	globals *globals  // the global stores (global.go)
-	workers []*worker
-	// runCtx is cancelled, with the cause, when the instance must stop
-	// (fail); every I/O call of the runtime derives from it.
-	runCtx context.Context
-	cancel context.CancelCauseFunc
-	ch     loopChans
-	// diskCP is the checkpoint of every store left on disk at start, per
-	// task (read by open, handed to the core).
-	diskCP map[string]map[string]int64
+	purger  *purger  // deletes committed records of repartition topics
+	globals *globals // the global stores (global.go)
 
-	// Written by the loop only.
-	shell        *shell
-	closed       bool // close ran since the last open
-	tasks        map[string]*task
-	openingTasks map[string]bool
-	// reopen holds, per task, an open asked for while an earlier open of
-	// the same task was still running: it starts once that one is back
-	// and closed (two opens at once would contend for the store's lock).
-	reopen  map[string]*task
-	closing map[string]chan struct{} // task -> closed when its stores' background close ends
-	backlog map[string][]*kgo.Record // polled records of active tasks not running yet
+	// The group membership in progress: Run replaces it, never resets
+	// it, when a fence or an unresolved abort makes the instance join the
+	// group again (membership.go).
+	*membership
+
 	// closedTotals sums, per task, the counters of its openings by this
-	// App that are closed (forgetTask).
+	// App that are closed (forgetTask), across memberships. Written by
+	// the loop.
 	closedTotals map[string]TaskTotals
 
 	// Written by the loop, read by any goroutine.
@@ -98,13 +80,9 @@ type App struct {
 	desired    atomic.Pointer[AutoscaleStatus]
 
 	// Written by any goroutine.
-	closers        sync.WaitGroup // background store opens and closes
-	pollers        sync.WaitGroup // the input and changelog pollers
-	oneShots       sync.WaitGroup // the member's goroutines for one answer (oneShot)
-	workersRunning sync.WaitGroup // the member's worker goroutines
-	partsMu        sync.Mutex     // guards topicParts only; never held across I/O
-	topicParts     map[string]int32
-	leaveNow       chan struct{} // closed by Leave
+	partsMu    sync.Mutex // guards topicParts only; never held across I/O
+	topicParts map[string]int32
+	leaveNow   chan struct{} // closed by Leave
 	// txnMember is the member id under which the tasks were assigned: a
 	// transaction must not commit under another (see commitTxnOffsets).
 	// Set at assignment (group goroutine) and by the commit path once it
@@ -151,10 +129,8 @@ func New(top *topology.Topology, opts ...Option) (*App, error) {
 	}
 	a := &App{cfg: cfg, top: top, log: cfg.logger.With("instance", cfg.instanceID),
 		subs: map[int]topology.Subtopology{}, bySource: map[string]int{}, byChangelog: map[string]storeRef{},
-		tasks: map[string]*task{}, closedTotals: map[string]TaskTotals{}, openingTasks: map[string]bool{}, reopen: map[string]*task{}, topicParts: map[string]int32{}, closing: map[string]chan struct{}{},
-		diskCP: map[string]map[string]int64{}, backlog: map[string][]*kgo.Record{},
-		wake: make(chan struct{}, 1), leaveNow: make(chan struct{}), ch: newLoopChans()}
-	a.runCtx, a.cancel = context.WithCancelCause(context.Background())
+		closedTotals: map[string]TaskTotals{}, topicParts: map[string]int32{},
+		wake: make(chan struct{}, 1), leaveNow: make(chan struct{})}
 	a.txnMember.Store("")
 	stateful := false
 	for _, s := range top.Subtopologies() {
@@ -188,7 +164,7 @@ func New(top *topology.Topology, opts ...Option) (*App, error) {
 		return nil, fmt.Errorf("%w: state dir: required for a stateful topology", ErrConfig)
 	}
 	a.snapshot.Store(&instance.Snapshot{Lags: map[string]int64{}})
-	a.commit = a.newCommitter()
+	a.membership = newMembership(a)
 	return a, nil
 }
 
@@ -285,7 +261,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		}
 		a.metrics.memberRestarts.Inc()
 		a.close()
-		a.reset()
+		a.rejoin()
 		if err := a.open(); err != nil {
 			return err
 		}
@@ -377,15 +353,10 @@ func (a *App) member(ctx context.Context) error {
 	return a.loop(ctx)
 }
 
-// reset forgets the member's runtime state before it starts again: what
-// is on disk is read again by open.
-func (a *App) reset() {
-	a.runCtx, a.cancel = context.WithCancelCause(context.Background())
-	a.ch = newLoopChans()
-	a.shell = nil
-	a.tasks, a.openingTasks, a.closing = map[string]*task{}, map[string]bool{}, map[string]chan struct{}{}
-	a.reopen = map[string]*task{}
-	a.backlog, a.diskCP = map[string][]*kgo.Record{}, map[string]map[string]int64{}
+// rejoin replaces the membership that ended with a new one, and publishes
+// that it has nothing yet: what is on disk is read again by open.
+func (a *App) rejoin() {
+	a.membership = newMembership(a)
 	a.snapshot.Store(&instance.Snapshot{Lags: map[string]int64{}})
 	a.storeView(nil) // closedTotals stay: the totals only grow
 	a.leaving.Store(false)
@@ -400,14 +371,6 @@ func (a *App) reset() {
 	a.ledGen.Store(0)
 	a.sentLags.Store(nil)
 	a.txnMember.Store("")
-	a.commit = a.newCommitter()
-}
-
-func (a *App) newCommitter() committer {
-	if a.cfg.guarantee == ExactlyOnce {
-		return newTransactional(a)
-	}
-	return newAtLeastOnce(a)
 }
 
 func (a *App) open() error {

@@ -100,7 +100,7 @@ func (c *recordingCommitter) produce(r *kgo.Record, _ func(*kgo.Record, error)) 
 // tombstone); a Delete is a delete.
 func TestStoreViewEmptyValue(t *testing.T) {
 	rc := &recordingCommitter{}
-	a := &App{commit: rc}
+	a := &App{membership: &membership{commit: rc}}
 	tk := &task{id: "0_0"}
 	ts := &taskStore{name: "s", changelog: "c", st: state.NewMemory("s"), pending: map[string]pendingWrite{}}
 	v := &storeView{c: &taskContext{a: a, t: tk}, s: ts}
