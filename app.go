@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/baton-streams/baton/assign"
 	"github.com/baton-streams/baton/member"
@@ -88,6 +89,11 @@ type App struct {
 	// Set at assignment (group goroutine) and by the commit path once it
 	// saw the member change.
 	txnMember atomic.Value // string
+
+	// Written by the group goroutine (kgo's callbacks and hooks), in unix
+	// nanoseconds: the last heartbeat answered, the last assignment and
+	// the last group session error (Status.Unconfirmed).
+	heardAt, assignedAt, groupErrAt atomic.Int64
 
 	// Written by the group goroutine (kgo's callbacks).
 	assignment atomic.Pointer[protocol.Assignment]
@@ -371,6 +377,9 @@ func (a *App) rejoin() {
 	a.ledGen.Store(0)
 	a.sentLags.Store(nil)
 	a.txnMember.Store("")
+	a.heardAt.Store(0)
+	a.assignedAt.Store(0)
+	a.groupErrAt.Store(0)
 }
 
 func (a *App) open() error {
@@ -460,8 +469,18 @@ type groupHook App
 
 func (h *groupHook) OnGroupManageError(err error) {
 	a := (*App)(h)
+	a.groupErrAt.Store(time.Now().UnixNano())
 	if ferr := fatalGroupError(err, a.cfg); ferr != nil {
 		a.fail(ferr)
+	}
+}
+
+// OnBrokerRead notes every heartbeat the group coordinator answered: the
+// group still counts this member in (an answer that says otherwise ends
+// the session, which OnGroupManageError sees).
+func (h *groupHook) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == int16(kmsg.Heartbeat) && err == nil {
+		(*App)(h).heardAt.Store(time.Now().UnixNano())
 	}
 }
 

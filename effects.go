@@ -482,6 +482,7 @@ func (a *App) tasksOfPartitions(parts map[string][]int32) []string {
 // wait until it has started, committed and closed, or dropped the tasks.
 func (a *App) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	ids := a.tasksOfPartitions(assigned)
+	a.assignedAt.Store(time.Now().UnixNano())
 	a.txnMember.Store(a.memberID())
 	a.post(func(id int) instance.Input { return instance.Assigned{Tasks: ids, Request: id} })
 }
@@ -495,6 +496,9 @@ func (a *App) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]i
 }
 
 func (a *App) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	// Published before the loop hears of it: Status says the member is
+	// unconfirmed even while the loop is held up.
+	a.groupErrAt.Store(time.Now().UnixNano())
 	ids := a.tasksOfPartitions(lost)
 	a.post(func(id int) instance.Input {
 		if seq := a.commit.lost(); seq != 0 {

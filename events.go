@@ -70,13 +70,22 @@ type Listener func(Event)
 
 // Status is a snapshot of an instance, as served on /status.
 type Status struct {
-	AppID      string       `json:"app_id"`
-	Instance   string       `json:"instance"`
-	Generation int32        `json:"generation"`
-	Leader     bool         `json:"leader"`
-	Workers    int          `json:"workers"`
-	Leaving    bool         `json:"leaving"`
-	Tasks      []TaskStatus `json:"tasks"`
+	AppID      string `json:"app_id"`
+	Instance   string `json:"instance"`
+	Generation int32  `json:"generation"`
+	Leader     bool   `json:"leader"`
+	Workers    int    `json:"workers"`
+	Leaving    bool   `json:"leaving"`
+	// Unconfirmed says the group has not confirmed this member lately:
+	// no heartbeat was answered for a session timeout, or the group
+	// session failed (its partitions were lost, a heartbeat or join
+	// error) since the last answered heartbeat or assignment. Its active tasks may already run on another instance,
+	// and it will learn so when it reaches the group again. ConfirmedAt
+	// is the last answered heartbeat or assignment (zero before the
+	// first).
+	Unconfirmed bool         `json:"unconfirmed,omitempty"`
+	ConfirmedAt time.Time    `json:"confirmed_at"`
+	Tasks       []TaskStatus `json:"tasks"`
 	// Totals are each task's counters summed over every time it was
 	// open on this instance (this App), the closed times included:
 	// unlike TaskStatus's, they only grow. A task that never processed
@@ -174,6 +183,10 @@ type TaskStatus struct {
 	// Input is the task's input lag and rate, for an active task once
 	// its input partitions' end offsets were read; nil otherwise.
 	Input *InputLag `json:"input,omitempty"`
+	// Unconfirmed marks an active task of an unconfirmed member
+	// (Status.Unconfirmed): the group may have given it to another
+	// instance already.
+	Unconfirmed bool `json:"unconfirmed,omitempty"`
 }
 
 // PlanStatus is the leader's last plan with its explanation.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"sync/atomic"
+	"time"
 
 	"github.com/baton-streams/baton/lifecycle"
 )
@@ -47,6 +48,7 @@ func (a *App) forgetTask(id string) {
 // any goroutine.
 func (a *App) Status() Status {
 	st := Status{AppID: a.cfg.appID, Instance: a.cfg.instanceID, Workers: a.cfg.workers, Leaving: a.leaving.Load(), Tasks: []TaskStatus{}}
+	st.ConfirmedAt, st.Unconfirmed = a.confirmation(time.Now())
 	if g := a.groupClient.Load(); g != nil {
 		_, gen := g.GroupMetadata()
 		st.Generation = gen
@@ -76,6 +78,7 @@ func (a *App) Status() Status {
 			}
 			if v.role == lifecycle.Active {
 				ts.Input = a.inputStatus(v.id)
+				ts.Unconfirmed = st.Unconfirmed
 			}
 			st.Tasks = append(st.Tasks, ts)
 		}
@@ -91,4 +94,21 @@ func (a *App) Status() Status {
 	st.Plans = append([]PlanStatus(nil), a.plans...)
 	a.plansMu.Unlock()
 	return st
+}
+
+// confirmation returns when the group last confirmed this member (an
+// answered heartbeat, or an assignment) and whether, at now, that is too
+// long ago (a session timeout) or the group session failed since. It reads only what kgo's goroutines publish, so a loop
+// held up (a commit waiting, a callback not answered) does not hide it.
+func (a *App) confirmation(now time.Time) (time.Time, bool) {
+	heard, assigned, failed := a.heardAt.Load(), a.assignedAt.Load(), a.groupErrAt.Load()
+	last := max(heard, assigned)
+	if last == 0 {
+		return time.Time{}, false // not a member yet: nothing to confirm
+	}
+	stale := now.Sub(time.Unix(0, last)) > a.cfg.session
+	// A heartbeat answered after the failure is one of the session
+	// joined since: the heartbeat that found the member gone was read
+	// before kgo reported the loss.
+	return time.Unix(0, last), stale || failed > last
 }

@@ -63,8 +63,11 @@ type InstanceView struct {
 	// not read.
 	WorkerRate float64 `json:"worker_rate"`
 	Leaving    bool    `json:"leaving"`
-	Leader     bool    `json:"leader"`
-	Self       bool    `json:"self"`
+	// Unconfirmed is the instance's Status.Unconfirmed: the group has not
+	// confirmed it lately, and its active tasks may run elsewhere already.
+	Unconfirmed bool `json:"unconfirmed,omitempty"`
+	Leader      bool `json:"leader"`
+	Self        bool `json:"self"`
 	// Member says the coordinator lists the instance in the group; an
 	// instance that is not (yet) a member is shown from its own status.
 	Member bool `json:"member"`
@@ -151,7 +154,7 @@ func merge(self baton.Status, endpoint string, g *Group, groupErr error, peers m
 			case ok:
 				iv.Source = "status"
 				iv.Tasks = tasksOf(st, iv)
-				iv.WorkerRate = st.WorkerRate
+				iv.WorkerRate, iv.Unconfirmed = st.WorkerRate, st.Unconfirmed
 			default:
 				iv.Tasks = tasksOfSubscription(m)
 				if p, asked := peers[s.InstanceID]; asked && p.err != "" {
@@ -164,6 +167,7 @@ func merge(self baton.Status, endpoint string, g *Group, groupErr error, peers m
 	}
 	selfView.Tasks = tasksOf(&self, selfView)
 	selfView.Workers, selfView.Leaving, selfView.WorkerRate = self.Workers, self.Leaving, self.WorkerRate
+	selfView.Unconfirmed = self.Unconfirmed
 
 	// Leader and plan: the instance whose live status says it leads. The
 	// highest generation wins if two say so (the old leader's status can

@@ -51,6 +51,7 @@ function instanceView(inst) {
       inst.leader ? el("span", { class: "badge leader" }, "leader") : null,
       inst.self ? el("span", { class: "badge self" }, "this instance") : null,
       inst.leaving ? el("span", { class: "badge leaving" }, "leaving") : null,
+      inst.unconfirmed ? el("span", { class: "badge leaving", title: "the group has not confirmed this member lately: its active tasks may already run elsewhere" }, "unconfirmed") : null,
       inst.member ? null : el("span", { class: "badge" }, "not in group")),
     el("div", { class: "meta" }, [inst.endpoint || "no endpoint", inst.workers + " worker" + (inst.workers === 1 ? "" : "s"),
       inst.worker_rate > 0 ? fmt(Math.round(inst.worker_rate)) + " rec/s per busy worker" : "", inst.rack ? "rack " + inst.rack : ""].filter(Boolean).join(" · ")));

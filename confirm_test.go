@@ -1,0 +1,70 @@
+package baton
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton/internal/faultnet"
+)
+
+func TestConfirmation(t *testing.T) {
+	now := time.Unix(1000, 0)
+	at := func(d time.Duration) int64 { return now.Add(-d).UnixNano() }
+	for _, c := range []struct {
+		name                     string
+		heard, assigned, failed  int64
+		wantUnconfirmed, wantSet bool
+	}{
+		{"never a member", 0, 0, 0, false, false},
+		{"heartbeats answered", at(time.Second), at(time.Minute), 0, false, true},
+		{"no heartbeat for a session", at(7 * time.Second), at(time.Minute), 0, true, true},
+		{"assigned just now, no heartbeat yet", 0, at(time.Second), 0, false, true},
+		{"lost after the last heartbeat", at(2 * time.Second), at(time.Minute), at(time.Second), true, true},
+		{"heartbeat of a new session after the loss", at(time.Second), at(time.Minute), at(2 * time.Second), false, true},
+	} {
+		a := &App{cfg: config{session: 6 * time.Second}}
+		a.heardAt.Store(c.heard)
+		a.assignedAt.Store(c.assigned)
+		a.groupErrAt.Store(c.failed)
+		last, unconfirmed := a.confirmation(now)
+		if unconfirmed != c.wantUnconfirmed || last.IsZero() == c.wantSet {
+			t.Errorf("%s: confirmation = %v, %v; want unconfirmed %v, a time %v", c.name, last, unconfirmed, c.wantUnconfirmed, c.wantSet)
+		}
+	}
+}
+
+// TestCutOffMemberSaysUnconfirmed: an instance cut off from the cluster
+// cannot know whether the group still counts it in; the others take its
+// tasks after the session timeout. Its Status says it is unconfirmed, and
+// marks any active task it still lists, within a session timeout of the
+// cut (plus slack for a loaded machine); the instance that stays
+// connected is confirmed throughout.
+func TestCutOffMemberSaysUnconfirmed(t *testing.T) {
+	h := newHarness(t, 4)
+	h.prefill(200)
+	a := h.start("a")
+	cut := &faultnet.Cutter{}
+	b := h.start("b", WithKafkaOptions(kgo.Dialer(cut.Dial)))
+	h.eventually(60*time.Second, "a and b to share the tasks", func() bool { return balanced(a, b) })
+	if st := b.app.Status(); st.Unconfirmed || st.ConfirmedAt.IsZero() {
+		t.Fatalf("b before the cut: unconfirmed %v, confirmed at %v; want confirmed", st.Unconfirmed, st.ConfirmedAt)
+	}
+	cut.Cut()
+	cutAt := time.Now()
+	h.eventually(DefaultSessionTimeout+10*time.Second, "b to say it is unconfirmed", func() bool {
+		if st := a.app.Status(); st.Unconfirmed {
+			t.Fatalf("a, still connected, says it is unconfirmed (confirmed at %v)", st.ConfirmedAt)
+		}
+		st := b.app.Status()
+		for _, ts := range st.Tasks {
+			if ts.Role == "active" && ts.Unconfirmed != st.Unconfirmed {
+				t.Fatalf("b's active task %s: unconfirmed %v, b %v", ts.ID, ts.Unconfirmed, st.Unconfirmed)
+			}
+		}
+		return st.Unconfirmed
+	})
+	t.Logf("b unconfirmed %v after the cut (last confirmed %v before it)", time.Since(cutAt).Round(10*time.Millisecond), cutAt.Sub(b.app.Status().ConfirmedAt).Round(10*time.Millisecond))
+	h.eventually(60*time.Second, "a to own every task", func() bool { _, all := owners(a); return all })
+}
