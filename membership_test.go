@@ -3,10 +3,15 @@ package baton
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -216,4 +221,61 @@ func loopTurns(t *testing.T, app *App, atLeast float64) (turns, over uint64, bou
 		}
 	}
 	return h.GetSampleCount(), h.GetSampleCount() - below, bound
+}
+
+// TestMeasureLoopTurns measures how long the loop's turns are when the
+// disk and the brokers are slow: every write to a's state directory
+// waits 200 ms while b joins, a's link reads 50 kB/s throughout (so its
+// produce acknowledgements, and its commits, lag behind), and lines
+// flow. It reports a's turns by duration (baton_loop_turn_seconds) and
+// asserts no timing. Run it with
+//
+//	BATON_MEASURE=1 go test -run TestMeasureLoopTurns -v .
+func TestMeasureLoopTurns(t *testing.T) {
+	if os.Getenv("BATON_MEASURE") == "" {
+		t.Skip("a measurement: set BATON_MEASURE=1")
+	}
+	h := newHarness(t, 4)
+	h.prefill(3000)
+	dir := t.TempDir()
+	var slowDisk atomic.Bool
+	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if slowDisk.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite && strings.HasPrefix(op.Path, dir) {
+			time.Sleep(200 * time.Millisecond)
+		}
+		return nil
+	}))
+	link, slow := slowLink(50_000)
+	a := h.start("a", WithStateDir(dir), withStateFS(fs), slow)
+	defer link.Lift()
+	h.eventually(60*time.Second, "a to run every task", func() bool { _, all := owners(a); return all })
+	f := h.startFlow(10 * time.Millisecond)
+	defer f.stop()
+	time.Sleep(2 * time.Second)
+	before, _, _ := loopTurns(t, a.app, 0)
+	slowDisk.Store(true)
+	start := time.Now()
+	b := h.start("b")
+	h.eventually(120*time.Second, "a and b to share the tasks", func() bool { return balanced(a, b) })
+	t.Logf("balanced %v after b started, with a's disk and link slow", time.Since(start).Round(10*time.Millisecond))
+	time.Sleep(3 * time.Second)
+	slowDisk.Store(false)
+	var m dto.Metric
+	if err := a.app.metrics.loopTurn.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	hist := m.GetHistogram()
+	prev := uint64(0)
+	var rows []string
+	for _, bk := range hist.GetBucket() {
+		if n := bk.GetCumulativeCount() - prev; n > 0 {
+			rows = append(rows, fmt.Sprintf("<= %v: %d", time.Duration(bk.GetUpperBound()*float64(time.Second)), n))
+		}
+		prev = bk.GetCumulativeCount()
+	}
+	if n := hist.GetSampleCount() - prev; n > 0 {
+		rows = append(rows, fmt.Sprintf("longer: %d", n))
+	}
+	t.Logf("a's loop: %d turns (%d before the slow phase), %.3f s in all; by duration (whole run): %s",
+		hist.GetSampleCount(), before, hist.GetSampleSum(), strings.Join(rows, ", "))
 }
