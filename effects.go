@@ -501,10 +501,7 @@ func (a *App) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) 
 	a.groupErrAt.Store(time.Now().UnixNano())
 	ids := a.tasksOfPartitions(lost)
 	a.post(func(id int) instance.Input {
-		if seq := a.commit.lost(); seq != 0 {
-			a.shell.holdUntil(id, seq)
-		}
-		return instance.Lost{Tasks: ids, Request: id}
+		return instance.Lost{Tasks: ids, Request: id, Abort: a.commit.lost()}
 	})
 }
 

@@ -58,10 +58,8 @@ type request struct {
 type shell struct {
 	a    *App
 	core *instance.Core
-	// waiting holds the callbacks waiting for a Reply, by request id;
-	// held, the replies that also wait for a commit (by its seq).
+	// waiting holds the callbacks waiting for a Reply, by request id.
 	waiting map[int]chan struct{}
-	held    map[int][]int
 	nextReq int
 
 	polling bool   // a poll of the input is outstanding
@@ -143,7 +141,7 @@ func (a *App) post(in func(id int) instance.Input) {
 // loop is the App's control thread.
 func (a *App) loop(ctx context.Context) error {
 	defer a.ch.close()
-	s := &shell{a: a, waiting: map[int]chan struct{}{}, held: map[int][]int{}, input: newInputState()}
+	s := &shell{a: a, waiting: map[int]chan struct{}{}, input: newInputState()}
 	a.shell = s
 	s.core = instance.New(instance.Config{
 		AcceptableLag: a.cfg.acceptableLag,
@@ -528,9 +526,7 @@ func (s *shell) apply(fx []instance.Effect) {
 			a.log.Info("rejoining the group", "why", e.Detail)
 			a.group.ForceRebalance()
 		case instance.Reply:
-			if !s.isHeld(e.Request) {
-				s.reply(e.Request)
-			}
+			s.reply(e.Request)
 		case instance.Publish:
 			a.publish(e.Snapshot)
 		case instance.Leave:
@@ -915,18 +911,6 @@ func (a *App) openAsync(t *task) {
 	}()
 }
 
-// holdUntil makes the answer to request wait for commit seq too.
-func (s *shell) holdUntil(request, seq int) { s.held[seq] = append(s.held[seq], request) }
-
-func (s *shell) isHeld(request int) bool {
-	for _, reqs := range s.held {
-		if slices.Contains(reqs, request) {
-			return true
-		}
-	}
-	return false
-}
-
 func (s *shell) reply(request int) {
 	if done, ok := s.waiting[request]; ok {
 		close(done)
@@ -937,14 +921,11 @@ func (s *shell) reply(request int) {
 // committed finishes a commit and tells the core.
 func (s *shell) committed(r commitResult) {
 	cd := s.a.commit.done(r)
-	if r.seq > 0 {
+	switch {
+	case r.seq > 0:
 		s.step(cd)
-	}
-	if reqs, ok := s.held[r.seq]; ok {
-		delete(s.held, r.seq)
-		for _, req := range reqs {
-			s.reply(req)
-		}
+	case r.seq < finalSeq: // an abort the core asked for at a loss
+		s.step(instance.Aborted{Seq: r.seq})
 	}
 	// Processing may have waited for the commit.
 	s.dispatch()

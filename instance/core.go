@@ -61,6 +61,9 @@ type Core struct {
 	commitSeq  int
 	// commits in flight: seq -> revoke requests answered when it is done.
 	commits map[int][]int
+	// aborting holds, per abort of the committer (Lost.Abort), the
+	// requests answered once it is done.
+	aborting map[int][]int
 	// revoking holds tasks revoked and waiting for their commit.
 	revoking map[string]int
 
@@ -91,7 +94,7 @@ type task struct {
 // checkpoint of each store.
 func New(cfg Config, disk map[string]map[string]int64) *Core {
 	c := &Core{cfg: cfg, tasks: map[string]*task{}, disk: map[string]map[string]int64{}, ends: map[Key]int64{},
-		commits: map[int][]int{}, revoking: map[string]int{}}
+		commits: map[int][]int{}, aborting: map[int][]int{}, revoking: map[string]int{}}
 	for id, stores := range disk {
 		c.disk[id] = maps.Clone(stores)
 	}
@@ -148,7 +151,16 @@ func (c *Core) Step(in Input) {
 		c.revoked(in)
 	case Lost:
 		c.lost(in.Tasks)
-		c.emit(Effect{Kind: Reply, Request: in.Request})
+		if in.Abort != 0 {
+			c.aborting[in.Abort] = append(c.aborting[in.Abort], in.Request)
+		} else {
+			c.emit(Effect{Kind: Reply, Request: in.Request})
+		}
+	case Aborted:
+		for _, r := range c.aborting[in.Seq] {
+			c.emit(Effect{Kind: Reply, Request: r})
+		}
+		delete(c.aborting, in.Seq)
 	case Opened:
 		c.opened(in)
 	case Progress:

@@ -46,6 +46,16 @@ type Revoked struct {
 type Lost struct {
 	Tasks   []string
 	Request int
+	// Abort, when not 0, is the committer's abort of the transaction
+	// open at the loss (exactly-once): the answer waits until it is done
+	// (Aborted), so that the tasks' next owners find it ended.
+	Abort int
+}
+
+// Aborted: the committer's abort Seq, asked for at a loss (Lost.Abort),
+// is done.
+type Aborted struct {
+	Seq int
 }
 
 // Opened: a task's stores were opened (OpenStores), with each store's
@@ -104,6 +114,7 @@ func (Assignment) input() {}
 func (Assigned) input()   {}
 func (Revoked) input()    {}
 func (Lost) input()       {}
+func (Aborted) input()    {}
 func (Opened) input()     {}
 func (Progress) input()   {}
 func (Ends) input()       {}

@@ -25,7 +25,8 @@ var update = flag.Bool("update", false, "rewrite golden traces in testdata/scena
 //	config acceptable=N commit=N lags=N drain=N   before anything else
 //	disk TASK STORE=CP...                         state on disk at start
 //	assignment [active=IDS] [standby=IDS] [learner=IDS] [followup] [gen=N led=N]
-//	assigned IDS [req=N] | revoked IDS [req=N] | lost IDS [req=N]
+//	assigned IDS [req=N] | revoked IDS [req=N] | lost IDS [req=N] [abort=SEQ]
+//	aborted SEQ
 //	opened TASK [STORE=CP...] [end.STORE=N...] [err=TEXT]
 //	progress TASK STORE CHECKPOINT [end=N]
 //	ends SEQ [TASK.STORE=N...] [failed=TASK.STORE,...]
@@ -132,8 +133,13 @@ func runScript(script string) (string, error) {
 			case "revoked":
 				in = Revoked{Tasks: ids(flags[0]), Request: req}
 			default:
-				in = Lost{Tasks: ids(flags[0]), Request: req}
+				in = Lost{Tasks: ids(flags[0]), Request: req, Abort: atoi(kv["abort"])}
 			}
+		case "aborted":
+			if len(flags) != 1 {
+				return fail("aborted SEQ")
+			}
+			in = Aborted{Seq: atoi(flags[0])}
 		case "opened":
 			if len(flags) != 1 {
 				return fail("opened TASK ...")

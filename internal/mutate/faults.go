@@ -133,4 +133,12 @@ var faults = []fault{
 		new:   "\t\t\tjob.run(ch)\n\t\t})\n\t\t<-job.done\n",
 		tests: []tests{{".", "^TestLoopDoesNotWaitForRestoreWrites$"}},
 	},
+	{
+		name:  "lost-reply-before-abort",
+		what:  "a loss under exactly-once is answered before the open transaction's abort is done",
+		file:  "instance/core.go",
+		old:   "\t\tif in.Abort != 0 {\n",
+		new:   "\t\tif false && in.Abort != 0 {\n",
+		tests: []tests{{"./instance", "^TestScenarios$"}},
+	},
 }
