@@ -301,45 +301,70 @@ func buildState(cfg Config, members []joined, topics map[string]int32, log *slog
 			state.Tasks = append(state.Tasks, assign.Task{ID: assign.TaskID(id), Stateful: s.Stateful, Load: 1})
 		}
 	}
-	// Zombies: the newest generation keeps a task claimed twice.
-	claim := map[string]int{}
+	claims := make([]Claim, len(members))
 	for k, m := range members {
-		for _, id := range m.sub.Active {
-			if o, ok := claim[id]; !ok || m.generation > members[o].generation ||
-				(m.generation == members[o].generation && instanceKey(m) < instanceKey(members[o])) {
-				claim[id] = k
+		claims[k] = Claim{Key: instanceKey(m), Generation: m.generation, Sub: m.sub, Active: m.sub.Active, Standby: m.sub.Standby, Learner: m.sub.Learner}
+	}
+	state.Instances = Instances(claims, known, stateful)
+	return state, sources
+}
+
+// Claim is a member as the group holds it: its assignor key (instance id
+// and member id), the generation it last joined with, its subscription
+// and the tasks it claims in each role.
+type Claim struct {
+	Key                      string
+	Generation               int32
+	Sub                      protocol.Subscription
+	Active, Standby, Learner []string
+}
+
+// Instances turns claims into the assignor's instances, by the rules a
+// live group needs: a task claimed active by two members stays with the
+// newest generation (the other is a zombie; at equal generations the
+// lower key), tasks not in known are dropped, a task claimed in two roles
+// by one member keeps the first of active, learner, standby, and only
+// stateful tasks keep learner, standby and lag claims.
+func Instances(claims []Claim, known, stateful map[string]bool) []assign.Instance {
+	owner := map[string]int{}
+	for k, c := range claims {
+		for _, id := range c.Active {
+			if o, ok := owner[id]; !ok || c.Generation > claims[o].Generation ||
+				(c.Generation == claims[o].Generation && c.Key < claims[o].Key) {
+				owner[id] = k
 			}
 		}
 	}
-	for k, m := range members {
-		in := assign.Instance{ID: instanceKey(m), Capacity: int(max(m.sub.Capacity, 1)), Rack: m.sub.Rack, Leaving: m.sub.Leaving, Lag: map[assign.TaskID]int64{}}
+	var out []assign.Instance
+	for k, c := range claims {
+		in := assign.Instance{ID: c.Key, Capacity: int(max(c.Sub.Capacity, 1)), Rack: c.Sub.Rack, Leaving: c.Sub.Leaving, Lag: map[assign.TaskID]int64{}}
 		seen := map[string]bool{}
-		for _, id := range m.sub.Active {
-			if known[id] && claim[id] == k && !seen[id] {
+		for _, id := range c.Active {
+			if known[id] && owner[id] == k && !seen[id] {
 				seen[id] = true
 				in.Active = append(in.Active, assign.TaskID(id))
 			}
 		}
-		for _, id := range m.sub.Learner {
+		for _, id := range c.Learner {
 			if known[id] && stateful[id] && !seen[id] {
 				seen[id] = true
 				in.Learner = append(in.Learner, assign.TaskID(id))
 			}
 		}
-		for _, id := range m.sub.Standby {
+		for _, id := range c.Standby {
 			if known[id] && stateful[id] && !seen[id] {
 				seen[id] = true
 				in.Standby = append(in.Standby, assign.TaskID(id))
 			}
 		}
-		for id, lag := range m.sub.Lags {
+		for id, lag := range c.Sub.Lags {
 			if known[id] && stateful[id] && lag >= 0 {
 				in.Lag[assign.TaskID(id)] = lag
 			}
 		}
-		state.Instances = append(state.Instances, in)
+		out = append(out, in)
 	}
-	return state, sources
+	return out
 }
 
 // keepAll is the plan that changes nothing.

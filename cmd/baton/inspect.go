@@ -19,6 +19,7 @@ import (
 
 	"github.com/baton-streams/baton"
 	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/member"
 	"github.com/baton-streams/baton/topology"
 	"github.com/baton-streams/baton/web"
 )
@@ -333,9 +334,8 @@ func (in inspection) tasks() ([]assign.Task, string) {
 	return out, note
 }
 
-// state is the assignor's input as the group's leader would build it now
-// (member.buildState's rules: a task claimed active twice stays with the
-// newest generation; unknown tasks and repeated roles are dropped).
+// state is the assignor's input as the group's leader would build it now,
+// by the same rules (member.Instances).
 func (in inspection) state(cfg assign.Config) (assign.State, map[string]string, string) {
 	tasks, note := in.tasks()
 	st := assign.State{Config: cfg, Tasks: tasks}
@@ -344,50 +344,15 @@ func (in inspection) state(cfg assign.Config) (assign.State, map[string]string, 
 		known[string(t.ID)] = true
 		stateful[string(t.ID)] = t.Stateful
 	}
-	key := func(m web.Member) string { return m.Subscription.InstanceID + "#" + m.MemberID }
-	claim := map[string]int{}
-	ms := in.group.Members
-	for k, m := range ms {
-		active, _, _ := m.Roles()
-		for _, id := range active {
-			o, ok := claim[id]
-			if !ok || m.Generation > ms[o].Generation || (m.Generation == ms[o].Generation && key(m) < key(ms[o])) {
-				claim[id] = k
-			}
-		}
-	}
 	names := map[string]string{}
-	for k, m := range ms {
-		s := m.Subscription
-		inst := assign.Instance{ID: key(m), Capacity: int(max(s.Capacity, 1)), Rack: s.Rack, Leaving: s.Leaving, Lag: map[assign.TaskID]int64{}}
-		names[inst.ID] = s.InstanceID
+	var claims []member.Claim
+	for _, m := range in.group.Members {
+		key := m.Subscription.InstanceID + "#" + m.MemberID
+		names[key] = m.Subscription.InstanceID
 		active, standby, learner := m.Roles()
-		seen := map[string]bool{}
-		for _, id := range active {
-			if known[id] && claim[id] == k && !seen[id] {
-				seen[id] = true
-				inst.Active = append(inst.Active, assign.TaskID(id))
-			}
-		}
-		for _, id := range learner {
-			if known[id] && stateful[id] && !seen[id] {
-				seen[id] = true
-				inst.Learner = append(inst.Learner, assign.TaskID(id))
-			}
-		}
-		for _, id := range standby {
-			if known[id] && stateful[id] && !seen[id] {
-				seen[id] = true
-				inst.Standby = append(inst.Standby, assign.TaskID(id))
-			}
-		}
-		for id, l := range s.Lags {
-			if known[id] && stateful[id] && l >= 0 {
-				inst.Lag[assign.TaskID(id)] = l
-			}
-		}
-		st.Instances = append(st.Instances, inst)
+		claims = append(claims, member.Claim{Key: key, Generation: m.Generation, Sub: m.Subscription, Active: active, Standby: standby, Learner: learner})
 	}
+	st.Instances = member.Instances(claims, known, stateful)
 	return st, names, note
 }
 
