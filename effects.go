@@ -611,10 +611,7 @@ func (s *self) Led(generation int32, st assign.State, plan assign.Plan) {
 		moved += len(ip.Revoked)
 		learners += len(ip.Learner)
 	}
-	select {
-	case a.ch.led <- instance.Led{AllLeaving: allLeaving, FollowupWithoutMoves: plan.Followup && moved == 0}:
-	default:
-	}
+	a.ch.planned(instance.Led{AllLeaving: allLeaving, FollowupWithoutMoves: plan.Followup && moved == 0})
 	a.log.Info("rebalance planned as leader", "generation", generation, "instances", len(plan.Instances), "revoked", moved, "learners", learners, "followup", plan.Followup)
 	a.emit(Event{Kind: EventLeader, Generation: generation, Detail: fmt.Sprintf("revoked=%d learners=%d followup=%v", moved, learners, plan.Followup)})
 }

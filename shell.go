@@ -96,8 +96,12 @@ type loopChans struct {
 	ends     chan instance.Ends
 	commits  chan commitResult
 	rewound  chan error
-	led      chan instance.Led
-	inputs   chan inputRead
+	// led signals that the leader planned a round; ledLast holds its
+	// Led. A plan made before the loop took the last one replaces it
+	// (the newer plan decides), so none is ever dropped for want of room.
+	led     chan struct{}
+	ledLast *atomic.Pointer[instance.Led]
+	inputs  chan inputRead
 	// tableEnds: the table ends a task activated reads (tables.go).
 	tableEnds chan tableEnds
 	pollReq   chan struct{}
@@ -118,7 +122,7 @@ type openResult struct {
 func newLoopChans() loopChans {
 	return loopChans{requests: make(chan request), polls: make(chan kgo.Fetches), restores: make(chan restoreChunk), applied: make(chan *applyJob, 1),
 		opened: make(chan openResult), ends: make(chan instance.Ends, 4), commits: make(chan commitResult, 4),
-		rewound: make(chan error, 1), led: make(chan instance.Led, 8), inputs: make(chan inputRead, 1), pollReq: make(chan struct{}, 1),
+		rewound: make(chan error, 1), led: make(chan struct{}, 1), ledLast: &atomic.Pointer[instance.Led]{}, inputs: make(chan inputRead, 1), pollReq: make(chan struct{}, 1),
 		tableEnds: make(chan tableEnds, 4),
 		done:      make(chan struct{}), closeOnce: &sync.Once{}}
 }
@@ -223,9 +227,11 @@ func (a *App) loop(ctx context.Context) error {
 				}
 				s.step(in)
 			}
-		case l := <-a.ch.led:
+		case <-a.ch.led:
 			woke = time.Now()
-			s.step(l)
+			if l := a.ch.ledLast.Swap(nil); l != nil {
+				s.step(*l)
+			}
 		case f := <-a.ch.polls:
 			woke = time.Now()
 			s.polled(f)
@@ -969,4 +975,13 @@ func (s *shell) rewoundDone(err error) {
 		s.rewind = true
 	}
 	s.requestPoll()
+}
+
+// planned hands the leader's plan of a round to the loop (see led).
+func (c loopChans) planned(l instance.Led) {
+	c.ledLast.Store(&l)
+	select {
+	case c.led <- struct{}{}:
+	default: // a signal is pending: the loop takes this Led with it
+	}
 }
