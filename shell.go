@@ -658,7 +658,7 @@ func (s *shell) restored(c restoreChunk) {
 		if st.source {
 			recs, end = s.upToLimit(t, st, p)
 		}
-		job.parts = append(job.parts, applyPart{id: id, t: t, st: st, session: st.session, from: st.checkpoint, recs: recs, end: end})
+		job.parts = append(job.parts, applyPart{t: t, st: st, session: st.session, from: st.checkpoint, recs: recs, end: end})
 	}
 	for _, p := range rebuilt {
 		s.step(p)
@@ -689,7 +689,6 @@ type applyJob struct {
 }
 
 type applyPart struct {
-	id      string
 	t       *task
 	st      *taskStore
 	session uint64
@@ -710,7 +709,7 @@ func (j *applyJob) run(ch loopChans) {
 	for i, p := range j.parts {
 		next, err := applyChangelog(p.st.st, &b, p.from, p.recs)
 		if err != nil {
-			j.err = fmt.Errorf("baton: task %s store %s: restoring: %w", p.id, p.st.name, err)
+			j.err = fmt.Errorf("baton: task %s store %s: restoring: %w", p.t.id, p.st.name, err)
 			break
 		}
 		j.next[i] = next
@@ -721,7 +720,7 @@ func (j *applyJob) run(ch loopChans) {
 // has reports whether the job writes a store of task id.
 func (j *applyJob) has(id string) bool {
 	for i := range j.parts {
-		if j.parts[i].id == id {
+		if j.parts[i].t.id == id {
 			return true
 		}
 	}
@@ -766,8 +765,8 @@ func (s *shell) settle(j *applyJob) {
 		if n <= 0 {
 			continue
 		}
-		a.metrics.restored.WithLabelValues(p.id).Add(float64(n))
-		if s.core.Role(p.id).Role == lifecycle.Active {
+		a.metrics.restored.WithLabelValues(p.t.id).Add(float64(n))
+		if s.core.Role(p.t.id).Role == lifecycle.Active {
 			p.t.replayed += n
 			p.t.restored.Add(n)
 		}
@@ -787,10 +786,10 @@ func (s *shell) applied(j *applyJob) {
 	s.settle(j)
 	var progress []instance.Progress
 	for _, p := range j.parts {
-		if t := s.a.tasks[p.id]; t != p.t || !t.reading || p.st.session != p.session {
+		if t := s.a.tasks[p.t.id]; t != p.t || !t.reading || p.st.session != p.session {
 			continue
 		}
-		progress = append(progress, instance.Progress{Task: p.id, Store: p.st.name, Checkpoint: p.st.checkpoint, End: p.end})
+		progress = append(progress, instance.Progress{Task: p.t.id, Store: p.st.name, Checkpoint: p.st.checkpoint, End: p.end})
 	}
 	for _, p := range progress {
 		s.step(p)

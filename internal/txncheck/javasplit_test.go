@@ -84,12 +84,7 @@ func TestJavaClientSplit(t *testing.T) {
 	defer c.Stop()
 	classes, jars := compileJava(t, javac, c.Lib(), "Split.java")
 	brokers := c.Addrs()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	cl, adm := clients(t, brokers)
 	const in, out, group, txnID = "in", "out", "split", "split-txn"
 	ctx, cancel = context.WithTimeout(context.Background(), 60*time.Second)
 	created, err := adm.CreateTopics(ctx, 4, 3, nil, in, out)
@@ -244,6 +239,18 @@ func TestJavaClientSplit(t *testing.T) {
 
 // inSync reports whether every partition of every topic, internal ones
 // included, has all nodes in its in-sync replicas.
+// clients returns a client of brokers and its admin client, closed when
+// the test ends.
+func clients(t *testing.T, brokers []string) (*kgo.Client, *kadm.Client) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl, kadm.NewClient(cl)
+}
+
 func inSync(ctx context.Context, adm *kadm.Client, nodes int) bool {
 	topics, err := adm.ListTopicsWithInternal(ctx)
 	if err != nil {

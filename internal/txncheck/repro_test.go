@@ -138,12 +138,7 @@ func TestJavaClientSplitRepro(t *testing.T) {
 		t.Logf("the brokers' data and logs (server.log) stay in %s", clusterDir)
 	}
 	brokers := c.Addrs()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	cl, adm := clients(t, brokers)
 	if missing, err := infoLogs(clusterDir, cl, c.Nodes()); err != nil {
 		t.Fatalf("turning the transaction coordinator's logs to INFO: %v", err)
 	} else if len(missing) > 0 {
