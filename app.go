@@ -332,19 +332,17 @@ func (a *App) instanceIDTaken(ctx context.Context, fence error) error {
 
 // member runs the group member until the loop ends.
 func (a *App) member(ctx context.Context) error {
-	// The committer reads the member's channels (a.ch) to its end: it is
-	// waited for before Run resets them for a new member. The wait is
-	// deferred first so that it runs after the cancel that ends it.
-	var committer sync.WaitGroup
-	defer committer.Wait()
+	// The committer is waited for by close, after the clients close: a
+	// request it waits on without a context (a transaction's begin,
+	// which may first ask for a producer id) ends only then.
 	switch c := a.commit.(type) {
 	case *transactional:
 		if err := c.beginTxn(); err != nil {
 			return err
 		}
-		committer.Go(func() { c.run(a.runCtx) })
+		a.committing.Go(func() { c.run(a.runCtx) })
 	case *atLeastOnce:
-		committer.Go(func() { c.run(a.runCtx) })
+		a.committing.Go(func() { c.run(a.runCtx) })
 	}
 	// Deferred before the cancel, so they run after it: the one-answer
 	// goroutines end on it, and so does a worker's produce that waits for
@@ -505,6 +503,7 @@ func (a *App) close() {
 	a.closeAll()
 	a.restore.Close()
 	a.group.Close()
+	a.committing.Wait()
 	a.closers.Wait() // every store closed before the directory lock goes
 	a.releaseLock()
 }

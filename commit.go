@@ -59,6 +59,58 @@ type commitResult struct {
 	aborted   bool
 }
 
+// errUnconfirmed ends a commit once the group has not confirmed this
+// member for a session timeout (App.confirmation): the group may have
+// expelled it and handed its tasks to other members, so the commit is
+// moot, and waiting for it would only hold up what comes next (a revoke
+// answered, a rejoin).
+var errUnconfirmed = errors.New("baton: commit given up: the group has not confirmed this member for a session timeout")
+
+// confirmEvery is how often a commit checks that the group still
+// confirms its member.
+const confirmEvery = 100 * time.Millisecond
+
+// whileConfirmed returns a context for one step of a commit: it ends with
+// parent, after limit, or once the group has not confirmed this member
+// for a session timeout, with errUnconfirmed as its cause. A commit
+// never waits longer than its member can stay in the group.
+func (a *App) whileConfirmed(parent context.Context, limit time.Duration) (context.Context, context.CancelFunc) {
+	ctx, giveUp := context.WithCancelCause(parent)
+	tctx, cancel := context.WithTimeout(ctx, limit)
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		tk := time.NewTicker(confirmEvery)
+		defer tk.Stop()
+		for now := time.Now(); ; {
+			if _, unconfirmed := a.confirmation(now); unconfirmed {
+				giveUp(errUnconfirmed)
+				return
+			}
+			select {
+			case <-tctx.Done():
+				return
+			case now = <-tk.C:
+			}
+		}
+	}()
+	return tctx, func() {
+		cancel()
+		giveUp(context.Canceled)
+		<-watching
+	}
+}
+
+// gaveUp returns err, saying so and counting it when the commit was given
+// up because its member was unconfirmed (whileConfirmed).
+func (a *App) gaveUp(ctx context.Context, err error) error {
+	if err == nil || !errors.Is(context.Cause(ctx), errUnconfirmed) || errors.Is(err, errUnconfirmed) {
+		return err
+	}
+	a.metrics.commitsGivenUp.Inc()
+	return fmt.Errorf("%w: %w", errUnconfirmed, err)
+}
+
 // finalSeq is the sequence number of the final commit (never the core's).
 const finalSeq = -1
 
@@ -194,14 +246,18 @@ func (c *atLeastOnce) run(ctx context.Context) {
 		}
 		start := time.Now()
 		r := commitResult{seq: j.seq, epoch: j.epoch.id}
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		r.err = c.acks.wait(wctx, j.epoch)
+		if a.cfg.onCommitWork != nil && len(j.offsets) > 0 {
+			a.cfg.onCommitWork()
+		}
+		wctx, cancel := a.whileConfirmed(ctx, 30*time.Second)
+		r.err = a.gaveUp(wctx, c.acks.wait(wctx, j.epoch))
 		cancel()
 		if r.err == nil && len(j.offsets) > 0 {
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			cctx, cancel := a.whileConfirmed(ctx, 10*time.Second)
 			a.group.CommitOffsetsSync(cctx, j.offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 				r.err = offsetCommitErr(resp, err)
 			})
+			r.err = a.gaveUp(cctx, r.err)
 			cancel()
 			a.purger.committed(j.offsets, r.err)
 			r.committed = r.err == nil

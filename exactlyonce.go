@@ -330,11 +330,17 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 	if c.produced.Load() == 0 && c.processed.Load() == 0 {
 		return r // nothing in this transaction
 	}
+	if a.cfg.onCommitWork != nil {
+		a.cfg.onCommitWork()
+	}
 	start := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	cctx, cancel := a.whileConfirmed(ctx, 10*time.Second)
 	defer cancel()
+	// abort aborts after a step that failed, saying when the commit was
+	// given up for an unconfirmed member.
+	abort := func(err error) commitResult { return c.abortTxn(r, a.gaveUp(cctx, err)) }
 	if err := a.group.Flush(cctx); err != nil {
-		return c.abortTxn(r, fmt.Errorf("baton: flushing produced records: %w", err))
+		return abort(fmt.Errorf("baton: flushing produced records: %w", err))
 	}
 	if ctx.Err() != nil {
 		return commitResult{seq: j.seq, err: ctx.Err()}
@@ -346,7 +352,7 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 		// Nothing written: no transaction began in the cluster. The
 		// offsets alone are the commit.
 		if err := a.group.EndTransaction(cctx, kgo.TryCommit); err != nil {
-			return c.abortTxn(r, fmt.Errorf("baton: ending an empty transaction: %w", err))
+			return abort(fmt.Errorf("baton: ending an empty transaction: %w", err))
 		}
 		if len(j.offsets) > 0 {
 			a.group.CommitOffsetsSync(cctx, j.offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
@@ -360,7 +366,7 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 		}
 		if r.err != nil {
 			r.aborted = true
-			r.err = fmt.Errorf("baton: committing offsets: %w", r.err)
+			r.err = a.gaveUp(cctx, fmt.Errorf("baton: committing offsets: %w", r.err))
 			return r
 		}
 		a.purger.committed(j.offsets, nil)
@@ -377,7 +383,7 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 			break
 		}
 		if !errors.Is(err, errTxnRetry) {
-			return c.abortTxn(r, err)
+			return abort(err)
 		}
 		if !j.final {
 			r.err = err
@@ -385,7 +391,7 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 		}
 		select {
 		case <-cctx.Done():
-			return c.abortTxn(r, fmt.Errorf("%w: %v", err, cctx.Err()))
+			return abort(fmt.Errorf("%w: %v", err, cctx.Err()))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -393,7 +399,7 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 		return c.abortTxn(r, errLostSession)
 	}
 	if err := a.group.EndTransaction(cctx, kgo.TryCommit); err != nil {
-		return c.abortTxn(r, fmt.Errorf("baton: committing the transaction: %w", err))
+		return abort(fmt.Errorf("baton: committing the transaction: %w", err))
 	}
 	if err := c.lostCommit.Swap(nil); err != nil {
 		return c.abortTxn(r, fmt.Errorf("baton: committing the transaction: %w", *err))

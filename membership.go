@@ -50,6 +50,7 @@ type membership struct {
 	pollers        sync.WaitGroup // the input and changelog pollers
 	oneShots       sync.WaitGroup // goroutines for one answer (oneShot)
 	workersRunning sync.WaitGroup // the worker goroutines
+	committing     sync.WaitGroup // the committer's goroutine (close waits)
 }
 
 // newMembership returns a membership that has not joined yet: open makes

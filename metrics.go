@@ -22,6 +22,7 @@ type metrics struct {
 	rebalance      prometheus.Histogram
 	loopTurn       prometheus.Histogram
 	transactions   *prometheus.CounterVec
+	commitsGivenUp prometheus.Counter
 
 	// Input lag and rates, per active task, and what the workers sustain
 	// (docs/autoscaling.md).
@@ -74,6 +75,8 @@ func newMetrics(r prometheus.Registerer, appID, instance string) *metrics {
 			Help: "Input records that failed to decode and were skipped or dead-lettered, by task.", ConstLabels: labels}, []string{"task"}),
 		transactions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_transactions_total",
 			Help: "Transactions ended under exactly-once, by result (committed, aborted).", ConstLabels: labels}, []string{"result"}),
+		commitsGivenUp: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_commits_given_up_total",
+			Help: "Commits given up because the group had not confirmed this member for a session timeout: the group may have handed its tasks on, so the commit was moot.", ConstLabels: labels}),
 		inputLagRecords: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_input_lag_records",
 			Help: "Records of input not yet processed by the active task: end offset minus position, summed over its input partitions.", ConstLabels: labels}, []string{"task"}),
 		inputLagSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_input_lag_seconds",
@@ -92,7 +95,7 @@ func newMetrics(r prometheus.Registerer, appID, instance string) *metrics {
 			Help: "Records per second arriving on all the group's input partitions over the last 30s. Only the leader has this series.", ConstLabels: labels}, nil),
 	}
 	if r != nil {
-		for _, c := range []prometheus.Collector{m.processed, m.late, m.restored, m.lag, m.rebalances, m.replayed, m.commitSeconds, m.handover, m.badRecords, m.learners, m.generation, m.rebalance, m.loopTurn, m.transactions, m.memberRestarts,
+		for _, c := range []prometheus.Collector{m.processed, m.late, m.restored, m.lag, m.rebalances, m.replayed, m.commitSeconds, m.handover, m.badRecords, m.learners, m.generation, m.rebalance, m.loopTurn, m.transactions, m.commitsGivenUp, m.memberRestarts,
 			m.inputLagRecords, m.inputLagSeconds, m.inputRate, m.workerBusy, m.workerRate, m.desired, m.groupLag, m.groupRate} {
 			_ = r.Register(c)
 		}

@@ -82,6 +82,10 @@ type config struct {
 	// onRestoreWrite, when set, is called off the loop before each
 	// restored chunk is written. Tests make the writes slow with it.
 	onRestoreWrite func()
+	// onCommitWork, when set, is called on the committer's goroutine as
+	// a commit that has work to make durable starts. Tests cut the
+	// link there, so that the commit hangs.
+	onCommitWork func()
 }
 
 // The defaults of WithHeartbeatInterval, WithSessionTimeout and

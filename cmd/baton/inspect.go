@@ -43,7 +43,10 @@ within a second, is left out and named (see docs/autoscaling.md).
 
 Roles are each member's last assignment (what it runs now); lags are the ones
 it reported at its last join, so a learner's lag is older than its role (the
-instance's /status shows it live). The next plan is computed from the
+instance's /status shows it live). An instance whose /status says the group
+has not confirmed it for a session timeout is marked "(unconfirmed)", and its
+active tasks show the role "unconfirmed": the group may already have given
+them to another instance. The next plan is computed from the
 subscriptions the members would send if the group rebalanced now: their
 current roles with those lags.
 
@@ -276,6 +279,12 @@ func (in inspection) printInput(w io.Writer) {
 	for _, id := range slices.Sorted(maps.Keys(in.unread)) {
 		fmt.Fprintf(w, "  %s: /status not read: %s\n", id, in.unread[id])
 	}
+	for _, id := range slices.Sorted(maps.Keys(in.statuses)) {
+		if st := in.statuses[id]; st.Unconfirmed {
+			fmt.Fprintf(w, "  %s: unconfirmed: the group has not confirmed it since %s; its active tasks may already run on another instance\n",
+				id, st.ConfirmedAt.UTC().Format(time.RFC3339))
+		}
+	}
 	switch {
 	case leader == nil:
 		fmt.Fprintln(w, "desired instances: unknown (the leader's /status was not read)")
@@ -375,6 +384,14 @@ func (in inspection) print(w io.Writer, cfg assign.Config, policy assign.Policy)
 		if endpoint == "" {
 			endpoint = "-"
 		}
+		// An instance that says the group has not confirmed it lately
+		// may have lost its tasks already: its active ones are not
+		// shown as active.
+		unconfirmed := false
+		if st := in.statuses[s.InstanceID]; st != nil && st.Unconfirmed {
+			unconfirmed = true
+			inst += " (unconfirmed)"
+		}
 		rows := 0
 		active, standby, learner := m.Roles()
 		for _, role := range []struct {
@@ -391,7 +408,11 @@ func (in inspection) print(w io.Writer, cfg assign.Config, policy assign.Policy)
 				if e, ok := in.changelogEnd(id); ok && (lagText != "-" || role.name != "active") {
 					end = fmt.Sprint(e)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", inst, endpoint, role.name, id, lagText, end)
+				name := role.name
+				if unconfirmed && name == "active" {
+					name = "unconfirmed"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", inst, endpoint, name, id, lagText, end)
 				rows++
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -11,8 +12,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton"
+	"github.com/baton-streams/baton/assign"
 	"github.com/baton-streams/baton/internal/kafkatest"
+	"github.com/baton-streams/baton/protocol"
 	"github.com/baton-streams/baton/topology"
+	"github.com/baton-streams/baton/web"
 )
 
 // TestInspect runs `baton inspect` as a process against a
@@ -160,5 +164,42 @@ func TestInspectPrintInput(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// An instance whose /status says it is unconfirmed is marked so, its
+// active tasks are not shown as active, and the live section says since
+// when; a confirmed instance's tasks stay active.
+func TestInspectUnconfirmed(t *testing.T) {
+	since := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
+	in := inspection{appID: "wc",
+		group: web.Group{State: "Stable", Protocol: "baton-smooth", Members: []web.Member{
+			{MemberID: "m-a", Subscription: protocol.Subscription{InstanceID: "a"}, HasAssignment: true,
+				Assignment: protocol.Assignment{Active: []string{"0_0"}, Standby: []string{"0_1"}}},
+			{MemberID: "m-b", Subscription: protocol.Subscription{InstanceID: "b"}, HasAssignment: true,
+				Assignment: protocol.Assignment{Active: []string{"0_1"}}},
+		}},
+		statuses: map[string]*baton.Status{
+			"a": {Instance: "a", Unconfirmed: true, ConfirmedAt: since},
+			"b": {Instance: "b", ConfirmedAt: since.Add(time.Minute)},
+		},
+		unread: map[string]string{}}
+	var b strings.Builder
+	if err := in.print(&b, assign.Config{MaxLearners: 2, AcceptableLag: 100}, assign.Smooth); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^a \(unconfirmed\)\s+-\s+unconfirmed\s+0_0\s`),
+		regexp.MustCompile(`(?m)^a \(unconfirmed\)\s+-\s+standby\s+0_1\s`),
+		regexp.MustCompile(`(?m)^b\s+-\s+active\s+0_1\s`),
+		regexp.MustCompile(`(?m)^  a: unconfirmed: the group has not confirmed it since 2026-12-05T03:00:00Z`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("output lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "b: unconfirmed") || strings.Contains(out, "b (unconfirmed)") {
+		t.Errorf("confirmed b shown as unconfirmed:\n%s", out)
 	}
 }

@@ -1,6 +1,9 @@
-// Package faultnet makes network faults for tests and chaos runs: a dialer
-// whose connections can all be cut at once, so that a Kafka client stops
-// heartbeating as if its process had died, without stopping the process.
+// Package faultnet makes network faults for tests and chaos runs, as
+// dialers to give a Kafka client: Cutter cuts every connection at once,
+// so that the client stops heartbeating as if its process had died,
+// without stopping the process; Slow reads at a set rate, as over a slow
+// link; Stall silences a link, so that requests go unanswered and the
+// client learns of it only through its timeouts.
 package faultnet
 
 import (
