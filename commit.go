@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/baton-streams/baton/instance"
-	"github.com/baton-streams/baton/state"
 )
 
 // committer makes processed work durable. There are two: at-least-once
@@ -33,9 +32,11 @@ type committer interface {
 	// commits fall behind (processing may run one commit interval ahead
 	// of what is durable, no more).
 	exclusive() bool
-	// done finishes a commit on the loop: the stores get the writes the
-	// commit made durable.
-	done(r commitResult) instance.CommitDone
+	// done finishes a commit on the loop. It returns the store writes
+	// the commit made durable, to write off the loop (the core hears of
+	// the commit once they are written), or nil and the CommitDone to
+	// step at once.
+	done(r commitResult) (*commitWrite, instance.CommitDone)
 	// lost: the member's partitions were lost; nothing open may commit.
 	// It returns the seq of a commit whose result the rebalance callback
 	// must wait for (0: none): until it is done the member must not
@@ -121,7 +122,11 @@ func (a *App) waitFinal(ctx context.Context, c committer, tasks []*task) error {
 	for {
 		select {
 		case r := <-a.ch.commits:
-			cd := c.done(r)
+			w, cd := c.done(r)
+			if w != nil && a.shell != nil {
+				// Written in the background: the stores close after.
+				a.shell.startWrite(w)
+			}
 			if r.seq == finalSeq {
 				return r.err
 			}
@@ -294,34 +299,25 @@ func (c *atLeastOnce) exclusive() bool {
 	return len(c.begun) > 0 && time.Since(c.begun[0]) > c.a.cfg.commitInterval
 }
 
-func (c *atLeastOnce) done(r commitResult) instance.CommitDone {
-	a := c.a
+func (c *atLeastOnce) done(r commitResult) (*commitWrite, instance.CommitDone) {
 	if len(c.begun) > 0 {
 		c.begun = c.begun[1:]
 	}
-	cd := instance.CommitDone{Seq: r.seq, Checkpoints: map[string]map[string]int64{}}
-	if r.err != nil {
-		cd.Err = r.err.Error()
-	}
+	w := newCommitWrite(r.seq, r.err)
 	if r.err != nil && !r.committed && (errors.Is(r.err, context.Canceled) || errors.Is(r.err, context.DeadlineExceeded)) {
-		return cd // the acknowledgements never came: nothing is durable
+		return nil, w.cd // the acknowledgements never came: nothing is durable
 	}
-	for id, t := range a.tasks {
+	// The writes of the commit's epoch and of those before, acknowledged.
+	upTo := func(e sealed) bool { return e.epoch <= r.epoch }
+	for _, t := range c.a.tasks {
 		for _, s := range t.stores {
-			applied, err := s.applySealed(r.epoch)
-			if err != nil {
-				a.fail(fmt.Errorf("baton: task %s store %s: %w", id, s.name, err))
-				return cd
-			}
-			if applied {
-				if cd.Checkpoints[id] == nil {
-					cd.Checkpoints[id] = map[string]int64{}
-				}
-				cd.Checkpoints[id][s.name] = s.checkpoint
-			}
+			w.take(t, s, upTo)
 		}
 	}
-	return cd
+	if len(w.parts) == 0 {
+		return nil, w.cd
+	}
+	return w, w.cd
 }
 
 // lost lets the commits in flight go on: their offsets are of work whose
@@ -337,13 +333,25 @@ func (c *atLeastOnce) final(ctx context.Context, tasks []*task) error {
 
 func (c *atLeastOnce) abort() {}
 
-// sealed is a store's writes of one commit epoch, waiting for their
-// acknowledgement; last is the last changelog record among them.
+// sealed is a store's writes of one commit, waiting to be written to
+// the store: at-least-once, a commit epoch's writes waiting for their
+// acknowledgement (last is the last changelog record among them);
+// exactly-once, a committed transaction's writes (at is the acknowledged
+// end of the changelog then).
 type sealed struct {
 	epoch  uint64
 	writes map[string]pendingWrite
 	keys   []string // writes' keys, sorted
 	last   *kgo.Record
+	at     int64
+}
+
+// checkpoint is the changelog offset a store holds once it has w.
+func (w sealed) checkpoint() int64 {
+	if w.at > 0 {
+		return w.at
+	}
+	return w.last.Offset + 1
 }
 
 // seal moves the store's pending writes into the commit of epoch.
@@ -353,40 +361,6 @@ func (s *taskStore) seal(epoch uint64) {
 	}
 	s.sealed = append(s.sealed, sealed{epoch: epoch, writes: s.pending, keys: s.pendingKeys, last: s.last})
 	s.pending, s.pendingKeys, s.last = map[string]pendingWrite{}, nil, nil
-}
-
-// applySealed applies the sealed writes of epochs up to e, each at the
-// changelog offset after its last record.
-func (s *taskStore) applySealed(e uint64) (bool, error) {
-	applied := false
-	for len(s.sealed) > 0 && s.sealed[0].epoch <= e {
-		w := s.sealed[0]
-		cp := w.last.Offset + 1
-		if err := s.apply(w.writes, cp); err != nil {
-			return applied, err
-		}
-		s.sealed = s.sealed[1:]
-		applied = true
-	}
-	return applied, nil
-}
-
-// apply writes a set of writes with checkpoint cp in one batch.
-func (s *taskStore) apply(writes map[string]pendingWrite, cp int64) error {
-	b := &state.Batch{}
-	for k, w := range writes {
-		if w.value == nil {
-			b.Delete([]byte(k))
-		} else {
-			b.Put([]byte(k), w.value)
-		}
-	}
-	cp = max(cp, s.checkpoint)
-	if err := s.st.Apply(b, cp); err != nil {
-		return fmt.Errorf("applying at changelog offset %d: %w", cp, err)
-	}
-	s.checkpoint = cp
-	return nil
 }
 
 // inputOffsets are the next input offsets to commit for tasks, by topic

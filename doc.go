@@ -60,9 +60,11 @@
 // is over) live in package instance, a pure state machine stepped with
 // what happened. One goroutine owns it and every task: kgo's rebalance
 // callbacks post to it and wait for its answer, and polls, store opens and
-// closes, writes of restored changelog records (one chunk at a time),
-// end-offset reads and commits run in the background and report back to
-// it; no lock is held across I/O. A goroutine started for one answer
+// closes, writes to the stores (restored changelog records, and what a
+// finished commit made durable), end-offset reads and commits run in the
+// background and report back to it; no lock is held across I/O. Store
+// writes run one at a time, in the order the loop started them, and a
+// commit's writes are read from memory until they are in the store. A goroutine started for one answer
 // belongs to the group membership that started it: it reports to that
 // membership's loop only, and the membership ends only after it. How long
 // the loop spends on each thing it wakes for is the histogram
@@ -70,7 +72,9 @@
 // pipelined: the writes of a commit are sealed, processing goes on while
 // their acknowledgements arrive, and the input offsets are committed
 // after them, on the commit path's own goroutine. A transaction stops
-// processing while it commits.
+// processing while it commits. A commit step gives up once the group has
+// not confirmed the member for a session timeout: the group may have
+// handed its tasks on.
 //
 // Processing of a task is in order and on one worker goroutine at a time.
 // A task with timers (topology.Builder.AddTimers) is punctuated every

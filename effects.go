@@ -162,9 +162,9 @@ func (a *App) closeTask(t *task) {
 	done := make(chan struct{})
 	prev := a.closing[t.id]
 	a.closing[t.id] = done
-	var written <-chan struct{} // a restored chunk still being written to them
+	var written <-chan struct{} // the store writes started off the loop before
 	if a.shell != nil {
-		written = a.shell.applyDone(t.id)
+		written = a.shell.writeTail
 	}
 	a.closers.Add(1)
 	go func() {

@@ -195,35 +195,35 @@ func (c *transactional) begin(seq int, _ []*task, final bool) {
 
 func (c *transactional) exclusive() bool { return c.inflight > 0 }
 
-func (c *transactional) done(r commitResult) instance.CommitDone {
-	a := c.a
+func (c *transactional) done(r commitResult) (*commitWrite, instance.CommitDone) {
 	c.inflight--
-	cd := instance.CommitDone{Seq: r.seq, Checkpoints: map[string]map[string]int64{}}
-	if r.err != nil {
-		cd.Err = r.err.Error()
-	}
+	w := newCommitWrite(r.seq, r.err)
 	switch {
 	case r.committed:
-		for _, t := range a.activeTasks() {
+		// The transaction's writes, sealed at the changelogs' ends it
+		// committed, go to the stores.
+		all := func(sealed) bool { return true }
+		for _, t := range c.a.activeTasks() {
 			for _, s := range t.stores {
-				if len(s.pending) == 0 {
-					continue
+				if len(s.pending) > 0 {
+					s.sealed = append(s.sealed, sealed{writes: s.pending, keys: s.pendingKeys, last: s.last, at: s.acked.Load()})
+					s.pending, s.pendingKeys, s.last = map[string]pendingWrite{}, nil, nil
 				}
-				if err := s.apply(s.pending, s.acked.Load()); err != nil {
-					a.fail(fmt.Errorf("baton: task %s store %s: %w", t.id, s.name, err))
-					return cd
-				}
-				s.clearPending()
-				if cd.Checkpoints[t.id] == nil {
-					cd.Checkpoints[t.id] = map[string]int64{}
-				}
-				cd.Checkpoints[t.id][s.name] = s.checkpoint
+				w.take(t, s, all)
 			}
 		}
 	case r.aborted:
+		if c.a.shell != nil {
+			// The stores get what committed before the rollback
+			// reads their checkpoints (rare: an abort).
+			c.a.shell.awaitWrites()
+		}
 		c.rollback()
 	}
-	return cd
+	if len(w.parts) == 0 {
+		return nil, w.cd
+	}
+	return w, w.cd
 }
 
 // rollback forgets what active tasks did since the last commit: their

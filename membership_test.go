@@ -279,3 +279,77 @@ func TestMeasureLoopTurns(t *testing.T) {
 	t.Logf("a's loop: %d turns (%d before the slow phase), %.3f s in all; by duration (whole run): %s",
 		hist.GetSampleCount(), before, hist.GetSampleSum(), strings.Join(rows, ", "))
 }
+
+// TestSlowCommitWrites: the writes a commit made durable go to the stores
+// off the loop, in commit order, while processing goes on and reads them
+// from memory until they are written; a store closes only after its
+// writes. Every other commit's writes wait a second, five commit
+// intervals (were two written at once, the later would land first) on both instances, while lines flow,
+// b joins and takes tasks over (a's revoked stores close behind their
+// writes), and b drains, so that those tasks go back to a's stores on
+// disk: every store a task starts processing on must equal its changelog
+// up to its checkpoint, the counts must be right, and under exactly-once
+// every count's history must be 1, 2, ... n.
+func TestSlowCommitWrites(t *testing.T) {
+	for _, g := range guarantees {
+		t.Run(g.String(), func(t *testing.T) {
+			h := newHarness(t, 4)
+			h.prefill(3000)
+			var writes atomic.Int64
+			slow := func(c *config) {
+				c.onCommitWrite = func() {
+					if writes.Add(1)%2 == 1 {
+						time.Sleep(time.Second)
+					}
+				}
+			}
+			a := h.start("a", WithGuarantee(g), slow, h.checkCopies())
+			h.eventually(60*time.Second, "a to run every task", func() bool { _, all := owners(a); return all })
+			f := h.startFlow(5 * time.Millisecond)
+			h.eventually(60*time.Second, "a's commits to write its stores", func() bool { return writes.Load() >= 4 })
+			b := h.start("b", WithGuarantee(g), slow, h.checkCopies())
+			h.eventually(90*time.Second, "a and b to share the tasks", func() bool { alive(t, a, b); return balanced(a, b) })
+			before := writes.Load()
+			h.eventually(60*time.Second, "b's and a's commits to write their stores", func() bool { alive(t, a, b); return writes.Load() >= before+4 })
+			b.stop(t)
+			h.eventually(90*time.Second, "a to run every task again", func() bool { alive(t, a); _, all := owners(a); return all })
+			f.stop()
+			h.checkCounts(g, 60*time.Second)
+			t.Logf("%d commits wrote stores", writes.Load())
+		})
+	}
+}
+
+// TestLoopDoesNotWaitForCommitWrites: every commit's store writes take
+// two seconds, as on a disk that stalls. The loop must not wait for them:
+// no turn of its loop may take as long as one (baton_loop_turn_seconds),
+// while commits go on (processing waits once two commits' writes are
+// behind) and the counts come out right. A loop that wrote the stores
+// itself would take two seconds per commit.
+func TestLoopDoesNotWaitForCommitWrites(t *testing.T) {
+	const stall = 2 * time.Second
+	for _, g := range guarantees {
+		t.Run(g.String(), func(t *testing.T) {
+			h := newHarness(t, 4)
+			h.prefill(300)
+			var writes atomic.Int64
+			slow := func(c *config) {
+				c.onCommitWrite = func() {
+					writes.Add(1)
+					time.Sleep(stall)
+				}
+			}
+			a := h.start("a", WithGuarantee(g), slow)
+			h.eventually(60*time.Second, "a to run every task", func() bool { _, all := owners(a); return all })
+			f := h.startFlow(10 * time.Millisecond)
+			h.eventually(60*time.Second, "three commits' store writes", func() bool { return writes.Load() >= 3 })
+			f.stop()
+			h.checkCounts(g, 90*time.Second)
+			turns, over, bound := loopTurns(t, a.app, stall.Seconds()*0.8)
+			t.Logf("a's loop: %d turns, %d of them over %.2f s; %d commits' store writes", turns, over, bound, writes.Load())
+			if over > 0 {
+				t.Errorf("a's loop took %d turns over %.2f s while commits' store writes took %v each: it waited for them", over, bound, stall)
+			}
+		})
+	}
+}

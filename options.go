@@ -86,6 +86,9 @@ type config struct {
 	// a commit that has work to make durable starts. Tests cut the
 	// link there, so that the commit hangs.
 	onCommitWork func()
+	// onCommitWrite, when set, is called off the loop before a commit's
+	// store writes. Tests make the writes slow with it.
+	onCommitWrite func()
 }
 
 // The defaults of WithHeartbeatInterval, WithSessionTimeout and

@@ -72,6 +72,11 @@ type shell struct {
 	sessions uint64
 	// applying is the restored chunk being written off the loop, if any.
 	applying *applyJob
+	// writing are the commits' store writes under way, oldest first;
+	// writeTail is done of the last store write started off the loop
+	// (a commit's or a restored chunk's), which the next one waits for.
+	writing   []*commitWrite
+	writeTail <-chan struct{}
 	// rewind, under exactly-once: the input must go back to the last
 	// commit before anything more is processed; rewinding: that is under
 	// way (rebalances stay blocked until it is done).
@@ -95,6 +100,7 @@ type loopChans struct {
 	opened   chan openResult
 	ends     chan instance.Ends
 	commits  chan commitResult
+	written  chan *commitWrite
 	rewound  chan error
 	// led signals that the leader planned a round; ledLast holds its
 	// Led. A plan made before the loop took the last one replaces it
@@ -121,7 +127,7 @@ type openResult struct {
 
 func newLoopChans() loopChans {
 	return loopChans{requests: make(chan request), polls: make(chan kgo.Fetches), restores: make(chan restoreChunk), applied: make(chan *applyJob, 1),
-		opened: make(chan openResult), ends: make(chan instance.Ends, 4), commits: make(chan commitResult, 4),
+		opened: make(chan openResult), ends: make(chan instance.Ends, 4), commits: make(chan commitResult, 4), written: make(chan *commitWrite),
 		rewound: make(chan error, 1), led: make(chan struct{}, 1), ledLast: &atomic.Pointer[instance.Led]{}, inputs: make(chan inputRead, 1), pollReq: make(chan struct{}, 1),
 		tableEnds: make(chan tableEnds, 4),
 		done:      make(chan struct{}), closeOnce: &sync.Once{}}
@@ -182,7 +188,7 @@ func (a *App) loop(ctx context.Context) error {
 		// spin. A finished commit dispatches again itself; after a rewind
 		// this case does.
 		var more chan struct{}
-		if s.behind && !a.commit.exclusive() && !s.rewinding {
+		if s.behind && !s.held() {
 			more = ready
 		}
 		// One restored chunk is written at a time.
@@ -251,6 +257,9 @@ func (a *App) loop(ctx context.Context) error {
 		case r := <-a.ch.commits:
 			woke = time.Now()
 			s.committed(r)
+		case w := <-a.ch.written:
+			woke = time.Now()
+			s.written(w)
 		case err := <-a.ch.rewound:
 			woke = time.Now()
 			s.rewoundDone(err)
@@ -338,7 +347,9 @@ func (s *shell) polled(f kgo.Fetches) {
 		// The transaction aborted: what was polled follows work that is
 		// gone. Rebalance callbacks wait while the input is rewound.
 		s.rewind, s.rewinding = false, true
-		s.awaitApply("") // the rewind writes the active tasks' stores
+		// The rewind writes the active tasks' stores.
+		s.awaitApply("")
+		s.awaitWrites()
 		s.startRewind()
 		return
 	}
@@ -388,7 +399,7 @@ func (s *shell) pollIfCaughtUp() {
 // punctuateEvery is punctuated after its records, on its worker.
 func (s *shell) dispatch() {
 	a := s.a
-	if a.commit.exclusive() || s.rewinding {
+	if s.held() {
 		return
 	}
 	s.behind = false
@@ -665,7 +676,11 @@ func (s *shell) restored(c restoreChunk) {
 	}
 	if len(job.parts) > 0 {
 		s.applying = job
+		prev := s.chainWrite(job.done)
 		a.oneShot(func(_ context.Context, ch loopChans) {
+			if prev != nil {
+				<-prev
+			}
 			if a.cfg.onRestoreWrite != nil {
 				a.cfg.onRestoreWrite()
 			}
@@ -739,16 +754,6 @@ func (s *shell) awaitApply(id string) {
 	}
 	<-j.done
 	s.settle(j)
-}
-
-// applyDone returns, while the chunk being written holds records of task
-// id, a channel closed once it is written; else nil. A close of the
-// task's stores waits for it.
-func (s *shell) applyDone(id string) <-chan struct{} {
-	if j := s.applying; j != nil && j.has(id) {
-		return j.done
-	}
-	return nil
 }
 
 // settle takes a written chunk's new checkpoints into its stores (only
@@ -925,8 +930,10 @@ func (s *shell) reply(request int) {
 
 // committed finishes a commit and tells the core.
 func (s *shell) committed(r commitResult) {
-	cd := s.a.commit.done(r)
+	w, cd := s.a.commit.done(r)
 	switch {
+	case w != nil:
+		s.startWrite(w) // the core hears of it once written
 	case r.seq > 0:
 		s.step(cd)
 	case r.seq < finalSeq: // an abort the core asked for at a loss

@@ -75,6 +75,9 @@ type taskStore struct {
 	// holds earlier writes waiting for their commit (at-least-once).
 	last   *kgo.Record
 	sealed []sealed
+	// writing counts the first sealed writes handed to a commit's store
+	// write under way (commitWrite); the loop drops them once written.
+	writing int
 	// acked is the next offset after the highest changelog write the
 	// cluster acknowledged; written from produce callbacks.
 	acked atomic.Int64
