@@ -224,11 +224,12 @@ func loopTurns(t *testing.T, app *App, atLeast float64) (turns, over uint64, bou
 }
 
 // TestMeasureLoopTurns measures how long the loop's turns are when the
-// disk and the brokers are slow: every write to a's state directory
-// waits 200 ms while b joins, a's link reads 50 kB/s throughout (so its
-// produce acknowledgements, and its commits, lag behind), and lines
-// flow. It reports a's turns by duration (baton_loop_turn_seconds) and
-// asserts no timing. Run it with
+// disk and the brokers are slow: while b joins, every write to a's state
+// directory waits 500 ms and each of a's commits hangs two seconds
+// before it starts; a's link reads 50 kB/s throughout (so its produce
+// acknowledgements, and its commits, lag behind), and lines flow. It
+// reports a's turns by duration (baton_loop_turn_seconds) and asserts no
+// timing. Run it with
 //
 //	BATON_MEASURE=1 go test -run TestMeasureLoopTurns -v .
 func TestMeasureLoopTurns(t *testing.T) {
@@ -241,12 +242,19 @@ func TestMeasureLoopTurns(t *testing.T) {
 	var slowDisk atomic.Bool
 	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
 		if slowDisk.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite && strings.HasPrefix(op.Path, dir) {
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(500 * time.Millisecond)
 		}
 		return nil
 	}))
 	link, slow := slowLink(50_000)
-	a := h.start("a", WithStateDir(dir), withStateFS(fs), slow)
+	hang := func(c *config) {
+		c.onCommitWork = func() {
+			if slowDisk.Load() {
+				time.Sleep(2 * time.Second)
+			}
+		}
+	}
+	a := h.start("a", WithStateDir(dir), withStateFS(fs), slow, hang)
 	defer link.Lift()
 	h.eventually(60*time.Second, "a to run every task", func() bool { _, all := owners(a); return all })
 	f := h.startFlow(10 * time.Millisecond)
@@ -284,9 +292,9 @@ func TestMeasureLoopTurns(t *testing.T) {
 // off the loop, in commit order, while processing goes on and reads them
 // from memory until they are written; a store closes only after its
 // writes. Every other commit's writes wait a second, five commit
-// intervals (were two written at once, the later would land first) on both instances, while lines flow,
-// b joins and takes tasks over (a's revoked stores close behind their
-// writes), and b drains, so that those tasks go back to a's stores on
+// intervals (were two written at once, the later would land first), on
+// both instances, while lines flow, b joins and takes tasks over (a's
+// revoked stores close behind their writes), and b drains, so that those tasks go back to a's stores on
 // disk: every store a task starts processing on must equal its changelog
 // up to its checkpoint, the counts must be right, and under exactly-once
 // every count's history must be 1, 2, ... n.
@@ -295,14 +303,8 @@ func TestSlowCommitWrites(t *testing.T) {
 		t.Run(g.String(), func(t *testing.T) {
 			h := newHarness(t, 4)
 			h.prefill(3000)
-			var writes atomic.Int64
-			slow := func(c *config) {
-				c.onCommitWrite = func() {
-					if writes.Add(1)%2 == 1 {
-						time.Sleep(time.Second)
-					}
-				}
-			}
+			// Every other write waits.
+			writes, slow := slowCommitWrites(func(n int64) time.Duration { return time.Duration(n%2) * time.Second })
 			a := h.start("a", WithGuarantee(g), slow, h.checkCopies())
 			h.eventually(60*time.Second, "a to run every task", func() bool { _, all := owners(a); return all })
 			f := h.startFlow(5 * time.Millisecond)
@@ -332,13 +334,7 @@ func TestLoopDoesNotWaitForCommitWrites(t *testing.T) {
 		t.Run(g.String(), func(t *testing.T) {
 			h := newHarness(t, 4)
 			h.prefill(300)
-			var writes atomic.Int64
-			slow := func(c *config) {
-				c.onCommitWrite = func() {
-					writes.Add(1)
-					time.Sleep(stall)
-				}
-			}
+			writes, slow := slowCommitWrites(func(int64) time.Duration { return stall })
 			a := h.start("a", WithGuarantee(g), slow)
 			h.eventually(60*time.Second, "a to run every task", func() bool { _, all := owners(a); return all })
 			f := h.startFlow(10 * time.Millisecond)
@@ -351,5 +347,14 @@ func TestLoopDoesNotWaitForCommitWrites(t *testing.T) {
 				t.Errorf("a's loop took %d turns over %.2f s while commits' store writes took %v each: it waited for them", over, bound, stall)
 			}
 		})
+	}
+}
+
+// slowCommitWrites returns an option that makes the nth commit's store
+// writes (from 1) wait pause(n) first, and the count of those writes.
+func slowCommitWrites(pause func(n int64) time.Duration) (*atomic.Int64, Option) {
+	writes := &atomic.Int64{}
+	return writes, func(c *config) {
+		c.onCommitWrite = func() { time.Sleep(pause(writes.Add(1))) }
 	}
 }
