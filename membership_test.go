@@ -292,9 +292,11 @@ func TestMeasureLoopTurns(t *testing.T) {
 // off the loop, in commit order, while processing goes on and reads them
 // from memory until they are written; a store closes only after its
 // writes. Every other commit's writes wait a second, five commit
-// intervals (were two written at once, the later would land first), on
-// both instances, while lines flow, b joins and takes tasks over (a's
-// revoked stores close behind their writes), and b drains, so that those tasks go back to a's stores on
+// intervals, on both instances (the core begins no periodic commit
+// before the last one's writes are done, so processing reads from memory
+// all that time; a revoke's commit may start meanwhile, and its writes
+// must land after the earlier commit's), while lines flow, b joins and takes tasks over (a's revoked
+// stores close behind their writes), and b drains, so that those tasks go back to a's stores on
 // disk: every store a task starts processing on must equal its changelog
 // up to its checkpoint, the counts must be right, and under exactly-once
 // every count's history must be 1, 2, ... n.

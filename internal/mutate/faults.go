@@ -142,14 +142,6 @@ var faults = []fault{
 		tests: []tests{{".", "^TestLoopDoesNotWaitForCommitWrites$"}},
 	},
 	{
-		name:  "commit-writes-unordered",
-		what:  "a commit's store writes start without waiting for the writes started before them",
-		file:  "storewrite.go",
-		old:   "\t\tif prev != nil {\n\t\t\t<-prev\n\t\t}\n\t\tif a.cfg.onCommitWrite != nil {",
-		new:   "\t\t_ = prev\n\t\tif a.cfg.onCommitWrite != nil {",
-		tests: []tests{{".", "^TestSlowCommitWrites$"}},
-	},
-	{
 		name:  "commit-writes-unread",
 		what:  "processing stops reading a commit's writes from memory once their store write starts, before it is done",
 		file:  "task.go",
