@@ -510,10 +510,9 @@ func (s *shell) apply(fx []instance.Effect) {
 		case instance.CloseStores:
 			if t, ok := a.tasks[e.Task]; ok {
 				a.closeTask(t)
-				if s.core.Role(e.Task).Role == lifecycle.None {
-					a.forgetTask(e.Task)
-				}
 			}
+		case instance.Forget:
+			a.forgetTask(e.Task)
 		case instance.StartRestore:
 			s.startRestore(a.tasks[e.Task], e.Checkpoints)
 		case instance.StopRestore:
@@ -557,12 +556,6 @@ func (s *shell) apply(fx []instance.Effect) {
 			a.fail(errors.New("baton: " + e.Detail))
 		case instance.Notify:
 			a.notify(e.Note)
-		}
-	}
-	// Tasks the core dropped without stores to close (stateless).
-	for id, t := range a.tasks {
-		if s.core.Role(id).Role == lifecycle.None && len(t.stores) == 0 && !a.opening(id) {
-			a.forgetTask(id)
 		}
 	}
 }
@@ -866,18 +859,17 @@ func (s *shell) storesOpened(o openResult) {
 		a.openAsync(next)
 		return
 	}
-	t, ok := a.tasks[o.t.id]
-	if !ok || t != o.t || s.core.Role(o.t.id).Role == lifecycle.None {
-		// Dropped while opening: close what was opened.
+	if t, ok := a.tasks[o.t.id]; !ok || t != o.t {
+		// Not the task's runtime half any more: close what was opened.
 		if o.in.Err == "" {
 			o.t.stores = o.stores
 			a.closeTask(o.t)
 		}
-		if ok && t == o.t {
-			a.forgetTask(o.t.id)
-		}
 		return
 	}
+	// The core says what to do with the stores of a task it dropped
+	// while they opened: close them, and forget the task.
+	t := o.t
 	if o.in.Err == "" {
 		t.stores = o.stores
 		for name, st := range o.stores {

@@ -333,7 +333,7 @@ func (c *Core) assignment(a Assignment) {
 			// moment) until the follow-up says.
 		default:
 			_ = c.step(t, lifecycle.Unassign)
-			delete(c.tasks, id)
+			c.drop(t)
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(want)) {
@@ -466,8 +466,17 @@ func (c *Core) close(t *task, ev lifecycle.Event) {
 	if ev == lifecycle.Lose {
 		c.note(Note{Kind: NoteLost, Task: t.id})
 	}
-	delete(c.tasks, t.id)
+	c.drop(t)
 	delete(c.revoking, t.id)
+}
+
+// drop ends a task's life here. The runtime forgets it now, or, while its
+// stores are being opened, once the open is back (opened).
+func (c *Core) drop(t *task) {
+	delete(c.tasks, t.id)
+	if !t.opening {
+		c.emit(Effect{Kind: Forget, Task: t.id})
+	}
 }
 
 // lost drops tasks whose partitions were lost: nothing is committed, the
@@ -523,11 +532,15 @@ func (c *Core) commitDone(d CommitDone) {
 
 func (c *Core) opened(o Opened) {
 	t, ok := c.tasks[o.Task]
-	if !ok || !t.opening {
+	if !ok {
+		// Dropped while opening: close what was opened.
 		if o.Err == "" {
-			// Dropped while opening: close what was opened.
 			c.emit(Effect{Kind: CloseStores, Task: o.Task})
 		}
+		c.emit(Effect{Kind: Forget, Task: o.Task})
+		return
+	}
+	if !t.opening {
 		return
 	}
 	t.opening = false
@@ -537,7 +550,7 @@ func (c *Core) opened(o Opened) {
 		} else {
 			c.note(Note{Kind: NoteCannotStart, Task: t.id, Detail: o.Err})
 		}
-		delete(c.tasks, t.id)
+		c.drop(t)
 		return
 	}
 	t.cp = maps.Clone(o.Checkpoints)

@@ -164,11 +164,15 @@ const (
 	Fail
 	// Notify is a Note for logs, metrics and listeners.
 	Notify
+	// Forget: Task is no longer here. Its stores are closed (a
+	// CloseStores came first) or it had none; the runtime drops its half
+	// of the task, keeping its totals.
+	Forget
 )
 
 func (k Kind) String() string {
 	return [...]string{"open-stores", "close-stores", "start-restore", "stop-restore", "pause-input", "resume-input",
-		"start-processor", "commit", "read-ends", "rejoin", "reply", "publish", "leave", "stop-for-restart", "fail", "note"}[k]
+		"start-processor", "commit", "read-ends", "rejoin", "reply", "publish", "leave", "stop-for-restart", "fail", "note", "forget"}[k]
 }
 
 // Effect is an action for the runtime.
