@@ -879,8 +879,6 @@ func (s *shell) storesOpened(o openResult) {
 	s.step(o.in)
 }
 
-func (a *App) opening(id string) bool { return a.openingTasks[id] }
-
 // openAsync opens a task's stores in the background (a large Pebble store
 // takes a while), after any close of them still running, and reads their
 // changelogs' start and end offsets; the result comes back as Opened, and
