@@ -67,9 +67,11 @@ type config struct {
 	// inputEvery is how often the input partitions' offsets are read for
 	// the input lag and rates (docs/autoscaling.md).
 	inputEvery time.Duration
-	// onStart, when set, sees each task on the loop as its processor
-	// starts: its stores hold what it restored and nothing it processed.
-	// Tests compare those stores with their changelogs through it.
+	// onStart, when set, sees each task on the loop as it starts
+	// processing: at once when it has nothing to restore, else once its
+	// restore is done and written. Its stores hold what it restored and
+	// nothing it processed. Tests compare those stores with their
+	// changelogs through it.
 	onStart func(*task)
 	// onCatchUp, when set, is called by the catch-up after an aborted
 	// transaction with its context, before it writes a fetch into a

@@ -523,6 +523,9 @@ func (s *shell) apply(fx []instance.Effect) {
 		case instance.ResumeInput:
 			s.awaitApply(e.Task) // it processes from now on
 			a.group.ResumeFetchPartitions(a.sourcePartitions(a.runtimeTask(e.Task)))
+			if r := s.core.Role(e.Task); r.Role == lifecycle.Active && r.Phase == lifecycle.Running {
+				s.processing(a.tasks[e.Task]) // its restore is done
+			}
 		case instance.StartProcessor:
 			if s.core.Role(e.Task).Phase == lifecycle.Running {
 				s.awaitApply(e.Task) // a warm promotion: it processes at once
@@ -533,8 +536,8 @@ func (s *shell) apply(fx []instance.Effect) {
 			t.proc = t.sub.NewProcessor(t.id, t.part)
 			t.ctx = &taskContext{a: a, t: t}
 			t.active = true
-			if a.cfg.onStart != nil {
-				a.cfg.onStart(t)
+			if s.core.Role(e.Task).Phase == lifecycle.Running {
+				s.processing(t) // nothing to restore first
 			}
 			s.startTableBoot(t)
 		case instance.Commit:
@@ -557,6 +560,14 @@ func (s *shell) apply(fx []instance.Effect) {
 		case instance.Notify:
 			a.notify(e.Note)
 		}
+	}
+}
+
+// processing: task t starts processing now, its stores holding what it
+// restored and nothing it processed (config.onStart sees it then).
+func (s *shell) processing(t *task) {
+	if t != nil && s.a.cfg.onStart != nil {
+		s.a.cfg.onStart(t)
 	}
 }
 
