@@ -355,11 +355,15 @@ func (w sealed) checkpoint() int64 {
 }
 
 // seal moves the store's pending writes into the commit of epoch.
-func (s *taskStore) seal(epoch uint64) {
+func (s *taskStore) seal(epoch uint64) { s.sealAt(epoch, 0) }
+
+// sealAt seals the pending writes to be written with checkpoint at (0:
+// the offset after their last changelog record).
+func (s *taskStore) sealAt(epoch uint64, at int64) {
 	if len(s.pending) == 0 {
 		return
 	}
-	s.sealed = append(s.sealed, sealed{epoch: epoch, writes: s.pending, keys: s.pendingKeys, last: s.last})
+	s.sealed = append(s.sealed, sealed{epoch: epoch, writes: s.pending, keys: s.pendingKeys, last: s.last, at: at})
 	s.pending, s.pendingKeys, s.last = map[string]pendingWrite{}, nil, nil
 }
 

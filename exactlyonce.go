@@ -205,10 +205,7 @@ func (c *transactional) done(r commitResult) (*commitWrite, instance.CommitDone)
 		all := func(sealed) bool { return true }
 		for _, t := range c.a.activeTasks() {
 			for _, s := range t.stores {
-				if len(s.pending) > 0 {
-					s.sealed = append(s.sealed, sealed{writes: s.pending, keys: s.pendingKeys, last: s.last, at: s.acked.Load()})
-					s.pending, s.pendingKeys, s.last = map[string]pendingWrite{}, nil, nil
-				}
+				s.sealAt(0, s.acked.Load())
 				w.take(t, s, all)
 			}
 		}
