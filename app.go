@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/baton-streams/baton/instance"
+	"github.com/baton-streams/baton/internal/purge"
 	"log/slog"
 	"os"
 	"slices"
@@ -55,8 +56,8 @@ type App struct {
 	// Written by Run before the loop starts, then read-only.
 	unlock  func() error
 	metrics *metrics
-	purger  *purger  // deletes committed records of repartition topics
-	globals *globals // the global stores (global.go)
+	purger  *purge.Purger // deletes committed records of repartition topics
+	globals *globals      // the global stores (global.go)
 
 	// The group membership in progress: Run replaces it, never resets
 	// it, when a fence or an unresolved abort makes the instance join the
@@ -160,7 +161,7 @@ func New(top *topology.Topology, opts ...Option) (*App, error) {
 			}
 		}
 	}
-	a.purger = newPurger(repartition, cfg.purgeInterval, a.log)
+	a.purger = purge.New(repartition, cfg.purgeInterval, a.log)
 	a.metrics = newMetrics(cfg.registerer, cfg.appID, cfg.instanceID)
 	var err error
 	if a.globals, err = newGlobals(a); err != nil {
@@ -239,8 +240,8 @@ func (a *App) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer a.globals.stop()
-	a.purger.start(func() *kadm.Client { return a.adminClient.Load() })
-	defer a.purger.close()
+	a.purger.Start(func() *kadm.Client { return a.adminClient.Load() })
+	defer a.purger.Close()
 	for {
 		err := a.member(ctx)
 		switch {

@@ -264,7 +264,7 @@ func (c *atLeastOnce) run(ctx context.Context) {
 			})
 			r.err = a.gaveUp(cctx, r.err)
 			cancel()
-			a.purger.committed(j.offsets, r.err)
+			a.purger.Committed(j.offsets, r.err)
 			r.committed = r.err == nil
 		}
 		a.metrics.commitSeconds.Observe(time.Since(start).Seconds())

@@ -366,7 +366,7 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 			r.err = a.gaveUp(cctx, fmt.Errorf("baton: committing offsets: %w", r.err))
 			return r
 		}
-		a.purger.committed(j.offsets, nil)
+		a.purger.Committed(j.offsets, nil)
 		a.metrics.commitSeconds.Observe(time.Since(start).Seconds())
 		r.committed = true
 		return r
@@ -402,7 +402,7 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 		return c.abortTxn(r, fmt.Errorf("baton: committing the transaction: %w", *err))
 	}
 	a.metrics.transactions.WithLabelValues("committed").Inc()
-	a.purger.committed(j.offsets, nil)
+	a.purger.Committed(j.offsets, nil)
 	if err := c.beginTxn(); err != nil {
 		a.fail(err)
 		r.err = err

@@ -3,6 +3,7 @@ package baton
 import (
 	"cmp"
 	"context"
+	"github.com/baton-streams/baton/internal/measure"
 	"maps"
 	"math"
 	"slices"
@@ -13,6 +14,12 @@ import (
 
 	"github.com/baton-streams/baton/autoscale"
 )
+
+// topicPart names a partition of a topic the App reads or writes.
+type topicPart struct {
+	topic string
+	part  int32
+}
 
 // inputRead is one read of the offsets of every partition of the input
 // topics, made off the loop.
@@ -31,8 +38,8 @@ type inputRead struct {
 type inputState struct {
 	reading bool // a read is under way
 	reads   int  // reads taken
-	rates   *offsetRates
-	busy    meter // the workers' records against their busy seconds
+	rates   *measure.Rates[topicPart]
+	busy    measure.Meter // the workers' records against their busy seconds
 	// rec exists while this instance leads; prevLag is the group's lag
 	// at its previous observation.
 	rec     *autoscale.Recommender
@@ -47,7 +54,7 @@ type inputState struct {
 }
 
 func newInputState() inputState {
-	return inputState{rates: newOffsetRates(meterWindow), busy: meter{window: meterWindow}}
+	return inputState{rates: measure.NewRates[topicPart](measure.Window), busy: measure.Meter{Window: measure.Window}}
 }
 
 // leads reports whether this instance computed the plan of the group's
@@ -131,7 +138,7 @@ func (s *shell) inputRead(r inputRead) {
 		}
 		return
 	}
-	s.input.rates.observe(r.at, r.ends)
+	s.input.rates.Observe(r.at, r.ends)
 	s.input.reads++
 
 	var records, busy int64
@@ -139,8 +146,8 @@ func (s *shell) inputRead(r inputRead) {
 		records += w.records.Load()
 		busy += w.busy.Load()
 	}
-	s.input.busy.add(reading{at: r.at, count: float64(records), base: time.Duration(busy).Seconds()})
-	workerRate := s.input.busy.ratio()
+	s.input.busy.Add(measure.Reading{At: r.at, Count: float64(records), Base: time.Duration(busy).Seconds()})
+	workerRate := s.input.busy.Ratio()
 	a.workerRate.Store(math.Float64bits(workerRate))
 	a.metrics.workerRate.Set(workerRate)
 
@@ -166,13 +173,13 @@ func (s *shell) inputRead(r inputRead) {
 			} else {
 				positions[topic] = position(t, tp, committed, r.starts[tp])
 			}
-			rate += s.input.rates.rate(tp)
+			rate += s.input.rates.Rate(tp)
 		}
 		if len(ends) == 0 {
 			continue
 		}
-		l := InputLag{Records: inputLag(ends, positions), Rate: rate}
-		l.Seconds = secondsBehind(l.Records, t.lastRecord, t.first, t.assignedAt, r.at)
+		l := InputLag{Records: measure.InputLag(ends, positions), Rate: rate}
+		l.Seconds = measure.SecondsBehind(l.Records, t.lastRecord, t.first, t.assignedAt, r.at)
 		lags[t.id] = l
 		a.metrics.inputLagRecords.WithLabelValues(t.id).Set(float64(l.Records))
 		a.metrics.inputLagSeconds.WithLabelValues(t.id).Set(l.Seconds)
@@ -249,7 +256,7 @@ func (s *shell) withdraw() {
 // every input partition (with the group's committed offsets), the input
 // rates, the leader's last plan and the workers' rate. LagDraining is
 // the caller's.
-func observe(r inputRead, rates *offsetRates, plan *PlanStatus, workers int, workerRate float64) autoscale.Observation {
+func observe(r inputRead, rates *measure.Rates[topicPart], plan *PlanStatus, workers int, workerRate float64) autoscale.Observation {
 	o := autoscale.Observation{Now: r.at, WorkersPerInstance: workers, WorkerRate: workerRate}
 	// A draining member is on its way out: the group's size is what stays.
 	// Counting it would make the rule's "hold" a request for one more
@@ -266,7 +273,7 @@ func observe(r inputRead, rates *offsetRates, plan *PlanStatus, workers int, wor
 	})
 	for _, tp := range parts {
 		end := r.ends[tp]
-		o.InputRate += rates.rate(tp)
+		o.InputRate += rates.Rate(tp)
 		from, ok := r.committed[tp]
 		if !ok {
 			from = r.starts[tp]

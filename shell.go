@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/baton-streams/baton/internal/restore"
 	"slices"
 	"sort"
 	"sync"
@@ -71,7 +72,7 @@ type shell struct {
 	// the backlog; the loop dispatches again between other work.
 	behind bool
 	// restorer reads the changelogs; sessions numbers its starts.
-	restorer *restorer
+	restorer *restore.Restorer
 	sessions uint64
 	// applying is the restored chunk being written off the loop, if any.
 	applying *applyJob
@@ -98,7 +99,7 @@ type shell struct {
 type loopChans struct {
 	requests chan request
 	polls    chan kgo.Fetches
-	restores chan restoreChunk
+	restores chan restore.Chunk
 	applied  chan *applyJob
 	opened   chan openResult
 	ends     chan instance.Ends
@@ -129,7 +130,7 @@ type openResult struct {
 }
 
 func newLoopChans() loopChans {
-	return loopChans{requests: make(chan request), polls: make(chan kgo.Fetches), restores: make(chan restoreChunk), applied: make(chan *applyJob, 1),
+	return loopChans{requests: make(chan request), polls: make(chan kgo.Fetches), restores: make(chan restore.Chunk), applied: make(chan *applyJob, 1),
 		opened: make(chan openResult), ends: make(chan instance.Ends, 4), commits: make(chan commitResult, 4), written: make(chan *commitWrite),
 		rewound: make(chan error, 1), led: make(chan struct{}, 1), ledLast: &atomic.Pointer[instance.Led]{}, inputs: make(chan inputRead, 1), pollReq: make(chan struct{}, 1),
 		tableEnds: make(chan tableEnds, 4),
@@ -164,12 +165,12 @@ func (a *App) loop(ctx context.Context) error {
 		Stores:        a.storesOf,
 	}, a.diskCP)
 	s.apply(s.core.Ready())
-	s.restorer = newRestorer(a.restore, a.ch.restores, restorePollMax)
+	s.restorer = restore.New(a.restore, a.ch.restores, restorePollMax)
 	a.pollers.Add(2)
 	go a.poller(a.group, a.ch.pollReq, a.ch.polls, pollMax, 100*time.Millisecond)
 	go func() {
 		defer a.pollers.Done()
-		s.restorer.run(a.runCtx, a.ch.done)
+		s.restorer.Run(a.runCtx, a.ch.done)
 	}()
 	s.requestPoll()
 	tick := time.NewTicker(tickEvery)
@@ -604,7 +605,7 @@ func (s *shell) startRestore(t *task, cps map[string]int64) {
 		s.sessions++
 		st.session = s.sessions
 		st.parked = false
-		s.restorer.start(topicPart{st.changelog, t.part}, kgo.NewOffset().At(cps[name]), st.session)
+		s.restorer.Start(restore.TopicPart{Topic: st.changelog, Part: t.part}, kgo.NewOffset().At(cps[name]), st.session)
 	}
 	t.reading = true
 }
@@ -627,7 +628,7 @@ func (s *shell) limits(e instance.Ends) {
 			st.parked = false
 			s.sessions++
 			st.session = s.sessions
-			s.restorer.start(topicPart{st.changelog, t.part}, kgo.NewOffset().At(st.checkpoint), st.session)
+			s.restorer.Start(restore.TopicPart{Topic: st.changelog, Part: t.part}, kgo.NewOffset().At(st.checkpoint), st.session)
 		}
 	}
 }
@@ -637,7 +638,7 @@ func (s *shell) stopRestore(t *task) {
 		return
 	}
 	for _, st := range t.stores {
-		s.restorer.stop(topicPart{st.changelog, t.part})
+		s.restorer.Stop(restore.TopicPart{Topic: st.changelog, Part: t.part})
 		st.session = 0
 	}
 	t.reading = false
@@ -647,32 +648,32 @@ func (s *shell) stopRestore(t *task) {
 // reading them. Records of a session that has since stopped are dropped;
 // the rest are written off the loop, by one goroutine at a time (apply),
 // and the loop takes no other chunk until that write is done (applied).
-func (s *shell) restored(c restoreChunk) {
+func (s *shell) restored(c restore.Chunk) {
 	a := s.a
 	job := &applyJob{done: make(chan struct{})}
 	var rebuilt []instance.Progress
 	for _, p := range c {
-		ref, ok := a.byChangelog[p.tp.topic]
+		ref, ok := a.byChangelog[p.TP.Topic]
 		if !ok {
 			continue
 		}
-		id := topology.TaskID(ref.sub, p.tp.part)
+		id := topology.TaskID(ref.sub, p.TP.Part)
 		t, ok := a.tasks[id]
 		if !ok || !t.reading {
 			continue
 		}
 		st := t.stores[ref.name]
-		if st == nil || st.session != p.session {
+		if st == nil || st.session != p.Session {
 			continue
 		}
-		if errors.Is(p.err, kerr.OffsetOutOfRange) {
-			if !s.rebuild(t, st, p.tp, p.err) {
+		if errors.Is(p.Err, kerr.OffsetOutOfRange) {
+			if !s.rebuild(t, st, p.TP, p.Err) {
 				return
 			}
 			rebuilt = append(rebuilt, instance.Progress{Task: id, Store: st.name, Checkpoint: st.checkpoint, End: -1})
 			continue
 		}
-		recs, end := p.recs, p.hwm
+		recs, end := p.Recs, p.HWM
 		if st.source {
 			recs, end = s.upToLimit(t, st, p)
 		}
@@ -812,22 +813,22 @@ func (s *shell) applied(j *applyJob) {
 // input topic may take (those before its limit) and the end to report
 // (the limit; -1 while it is not known). Past the limit, it stops the
 // store's restore; limits starts it again.
-func (s *shell) upToLimit(t *task, st *taskStore, p restorePart) ([]*kgo.Record, int64) {
+func (s *shell) upToLimit(t *task, st *taskStore, p restore.Part) ([]*kgo.Record, int64) {
 	if st.limit < 0 {
 		s.park(t, st)
 		return nil, -1
 	}
-	for i, r := range p.recs {
+	for i, r := range p.Recs {
 		if r.Offset >= st.limit {
 			s.park(t, st)
-			return p.recs[:i], st.limit
+			return p.Recs[:i], st.limit
 		}
 	}
-	return p.recs, st.limit
+	return p.Recs, st.limit
 }
 
 func (s *shell) park(t *task, st *taskStore) {
-	s.restorer.stop(topicPart{st.changelog, t.part})
+	s.restorer.Stop(restore.TopicPart{Topic: st.changelog, Part: t.part})
 	st.session, st.parked = 0, true
 }
 
@@ -837,7 +838,7 @@ func (s *shell) park(t *task, st *taskStore) {
 // its start. Going on from the start without the wipe would keep every
 // value the lost records changed. It runs on the loop, which owns the
 // store; it is rare. It returns false if the App failed.
-func (s *shell) rebuild(t *task, st *taskStore, tp topicPart, cause error) bool {
+func (s *shell) rebuild(t *task, st *taskStore, tp restore.TopicPart, cause error) bool {
 	a := s.a
 	a.log.Warn("changelog records the store lacks are gone; wiping it and restoring from the changelog's start",
 		"task", t.id, "store", st.name, "checkpoint", st.checkpoint, "err", cause)
@@ -849,7 +850,7 @@ func (s *shell) rebuild(t *task, st *taskStore, tp topicPart, cause error) bool 
 	st.acked.Store(0)
 	s.sessions++
 	st.session = s.sessions
-	s.restorer.start(tp, kgo.NewOffset().AtStart(), st.session)
+	s.restorer.Start(tp, kgo.NewOffset().AtStart(), st.session)
 	a.emit(Event{Kind: EventStoreRebuilt, Task: t.id, Detail: st.name})
 	return true
 }

@@ -15,7 +15,7 @@ import (
 
 // Internal topics. Changelogs are compacted; repartition topics keep their
 // records forever (retention.ms=-1, retention.bytes=-1) and baton deletes
-// what the group has committed (see purger), so a slow consumer never
+// what the group has committed (see internal/purge), so a slow consumer never
 // loses records to retention. Both get the replication factor and
 // min.insync.replicas of WithReplicationFactor and WithMinInSyncReplicas.
 

@@ -64,15 +64,15 @@ var faults = []fault{
 	{
 		name:  "purge-past-committed",
 		what:  "the repartition purge deletes one record past the group's committed offset",
-		file:  "purge.go",
+		file:  "internal/purge/purge.go",
 		old:   "\t\t\t\tp.pending[topic][part] = eo.Offset\n",
 		new:   "\t\t\t\tp.pending[topic][part] = eo.Offset + 1\n",
-		tests: []tests{{".", "^TestPurgerOffsets$"}},
+		tests: []tests{{"./internal/purge", "^TestPurgerOffsets$"}},
 	},
 	{
 		name:  "purger-outlives-run",
 		what:  "the repartition purger's goroutine is neither stopped nor awaited when Run ends",
-		file:  "purge.go",
+		file:  "internal/purge/purge.go",
 		old:   "\tp.cancel()\n\tp.mu.Lock()\n\tstarted := p.started\n\tp.mu.Unlock()\n\tif started {\n",
 		new:   "\tp.mu.Lock()\n\tstarted := p.started\n\tp.mu.Unlock()\n\tif false && started {\n",
 		tests: []tests{{".", "^TestWordCountTwoInstances$"}},

@@ -1,15 +1,18 @@
-package baton
+package measure
 
 import (
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+
+type part struct {
+	topic string
+	n     int32
+}
 
 func TestMeterRatio(t *testing.T) {
 	type r struct{ at, count, base float64 }
@@ -31,11 +34,11 @@ func TestMeterRatio(t *testing.T) {
 		{"clock went back", time.Minute, []r{{10, 0, 0}, {11, 100, 1}, {5, 200, 2}, {6, 300, 4}}, 50},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m := meter{window: c.window}
+			m := Meter{Window: c.window}
 			for _, x := range c.readings {
-				m.add(reading{at: at(x.at), count: x.count, base: x.base})
+				m.Add(Reading{At: at(x.at), Count: x.count, Base: x.base})
 			}
-			if got := m.ratio(); got != c.want {
+			if got := m.Ratio(); got != c.want {
 				t.Errorf("ratio = %v, want %v (readings kept: %v)", got, c.want, m.readings)
 			}
 		})
@@ -43,28 +46,28 @@ func TestMeterRatio(t *testing.T) {
 }
 
 func TestOffsetRates(t *testing.T) {
-	a0, a1, b0 := topicPart{"a", 0}, topicPart{"a", 1}, topicPart{"b", 0}
-	r := newOffsetRates(30 * time.Second)
-	r.observe(at(0), map[topicPart]int64{a0: 100, a1: 0, b0: 7})
-	if got := r.rate(a0); got != 0 {
+	a0, a1, b0 := part{"a", 0}, part{"a", 1}, part{"b", 0}
+	r := NewRates[part](30 * time.Second)
+	r.Observe(at(0), map[part]int64{a0: 100, a1: 0, b0: 7})
+	if got := r.Rate(a0); got != 0 {
 		t.Fatalf("rate after one read = %v, want 0", got)
 	}
-	r.observe(at(10), map[topicPart]int64{a0: 1100, a1: 50, b0: 7})
-	for tp, want := range map[topicPart]float64{a0: 100, a1: 5, b0: 0, {"c", 0}: 0} {
-		if got := r.rate(tp); got != want {
+	r.Observe(at(10), map[part]int64{a0: 1100, a1: 50, b0: 7})
+	for tp, want := range map[part]float64{a0: 100, a1: 5, b0: 0, {"c", 0}: 0} {
+		if got := r.Rate(tp); got != want {
 			t.Errorf("rate(%v) = %v, want %v", tp, got, want)
 		}
 	}
 	// b0 is gone from the read (its topic deleted): forgotten; a0 was
 	// recreated (its end went down): starts over.
-	r.observe(at(20), map[topicPart]int64{a0: 10, a1: 100})
+	r.Observe(at(20), map[part]int64{a0: 10, a1: 100})
 	if _, ok := r.parts[b0]; ok {
 		t.Errorf("partition missing from the read still kept")
 	}
-	if got, want := r.rate(a0), 0.0; got != want {
+	if got, want := r.Rate(a0), 0.0; got != want {
 		t.Errorf("rate of a recreated partition = %v, want %v", got, want)
 	}
-	if got, want := r.rate(a1), 5.0; got != want {
+	if got, want := r.Rate(a1), 5.0; got != want {
 		t.Errorf("rate(a1) = %v, want %v", got, want)
 	}
 }
@@ -82,7 +85,7 @@ func TestInputLag(t *testing.T) {
 		{"ahead counts 0", map[string]int64{"x": 10, "y": 5}, map[string]int64{"x": 12, "y": 3}, 2},
 		{"no end known", nil, map[string]int64{"x": 3}, 0},
 	} {
-		if got := inputLag(c.ends, c.positions); got != c.want {
+		if got := InputLag(c.ends, c.positions); got != c.want {
 			t.Errorf("%s: inputLag = %d, want %d", c.name, got, c.want)
 		}
 	}
@@ -104,53 +107,8 @@ func TestSecondsBehind(t *testing.T) {
 		{"record from the future", 5, at(110), true, at(0), 0},
 		{"no time known", 5, time.Time{}, false, time.Time{}, 0},
 	} {
-		if got := secondsBehind(c.lag, c.last, c.processedHere, c.since, now); got != c.want {
+		if got := SecondsBehind(c.lag, c.last, c.processedHere, c.since, now); got != c.want {
 			t.Errorf("%s: secondsBehind = %v, want %v", c.name, got, c.want)
 		}
-	}
-}
-
-func TestPosition(t *testing.T) {
-	tp := topicPart{"in", 2}
-	committed := map[string]map[int32]kgo.EpochOffset{"in": {2: {Offset: 40}, 3: {Offset: -1}}}
-	processed := &task{offsets: map[string]kgo.EpochOffset{"in": {Offset: 55}}}
-	fresh := &task{offsets: map[string]kgo.EpochOffset{}}
-	if got := position(processed, tp, committed, 7); got != 55 {
-		t.Errorf("after processing: %d, want 55 (the next offset to process)", got)
-	}
-	if got := position(fresh, tp, committed, 7); got != 40 {
-		t.Errorf("nothing processed: %d, want 40 (the committed offset)", got)
-	}
-	if got := position(fresh, topicPart{"in", 3}, committed, 7); got != 7 {
-		t.Errorf("nothing committed: %d, want 7 (the partition's start)", got)
-	}
-}
-
-func TestObserve(t *testing.T) {
-	a0, a1, a2 := topicPart{"a", 0}, topicPart{"a", 1}, topicPart{"a", 2}
-	rates := newOffsetRates(30 * time.Second)
-	rates.observe(at(0), map[topicPart]int64{a0: 0, a1: 0, a2: 0})
-	r := inputRead{at: at(10),
-		ends:      map[topicPart]int64{a0: 1000, a1: 300, a2: 50},
-		starts:    map[topicPart]int64{a0: 0, a1: 0, a2: 20},
-		committed: map[topicPart]int64{a0: 900, a1: 300}}
-	rates.observe(r.at, r.ends)
-	plan := &PlanStatus{Instances: []PlanInstance{
-		{ID: "x", Learner: []string{"0_1"}, Revoked: []string{"0_2"}},
-		{ID: "y", Learner: []string{"0_0"}},
-	}}
-	o := observe(r, rates, plan, 4, 250)
-	// Lag: 100 behind the commit on a0, none on a1, 30 from the start on
-	// a2 (nothing committed).
-	if o.Now != r.at || o.Instances != 2 || o.WorkersPerInstance != 4 || o.WorkerRate != 250 ||
-		o.InputRate != 135 || o.Lag != 130 || o.Moves != 3 {
-		t.Errorf("observe = %+v", o)
-	}
-	plan.Instances = append(plan.Instances, PlanInstance{ID: "z", Leaving: true, Active: []string{"0_3"}})
-	if o := observe(r, rates, plan, 4, 250); o.Instances != 2 {
-		t.Errorf("with a member leaving: %d instances observed, want 2 (the members that stay)", o.Instances)
-	}
-	if o := observe(r, rates, &PlanStatus{}, 1, 0); o.Instances != 1 {
-		t.Errorf("a plan with no instances observed as %d instances, want 1", o.Instances)
 	}
 }

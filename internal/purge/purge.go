@@ -1,4 +1,7 @@
-package baton
+// Package purge deletes the records of repartition topics that the group
+// has committed. A Purger runs one goroutine of its own (Start to Close);
+// the commit paths only hand it offsets (Committed), which never blocks.
+package purge
 
 import (
 	"context"
@@ -10,23 +13,23 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// purger deletes the records of repartition topics that the group has
+// Purger deletes the records of repartition topics that the group has
 // committed, as Kafka Streams does: repartition topics keep records
 // forever (retention.ms=-1), so without it they grow without bound.
 //
 // Commits hand it their offsets through committed, which only records
 // them and never blocks, so the commit paths do no I/O for it. Its own goroutine sends one DeleteRecords request at a time,
 // at most once per interval, with a timeout, and only for partitions whose
-// committed offset moved since the last purge. A failed purge is logged
+// Committed offset moved since the last purge. A failed purge is logged
 // and retried with the next commit's offsets; it never stops the App.
-type purger struct {
+type Purger struct {
 	topics   map[string]bool // repartition topics the App reads
 	interval time.Duration
 	timeout  time.Duration
 	log      *slog.Logger
 
 	mu      sync.Mutex
-	pending map[string]map[int32]int64 // committed offsets not purged yet
+	pending map[string]map[int32]int64 // Committed offsets not purged yet
 	started bool
 
 	kick   chan struct{} // cap 1: offsets are pending
@@ -39,13 +42,13 @@ type purger struct {
 	lastWarn time.Time
 }
 
-// newPurger returns nil (a purger that does nothing) when the topology has
+// New returns nil (a Purger that does nothing) when the topology has
 // no repartition topics.
-func newPurger(topics []string, interval time.Duration, log *slog.Logger) *purger {
+func New(topics []string, interval time.Duration, log *slog.Logger) *Purger {
 	if len(topics) == 0 {
 		return nil
 	}
-	p := &purger{topics: map[string]bool{}, interval: interval, timeout: 10 * time.Second, log: log,
+	p := &Purger{topics: map[string]bool{}, interval: interval, timeout: 10 * time.Second, log: log,
 		pending: map[string]map[int32]int64{}, kick: make(chan struct{}, 1), done: make(chan struct{}),
 		purged: map[string]map[int32]int64{}}
 	for _, t := range topics {
@@ -55,10 +58,10 @@ func newPurger(topics []string, interval time.Duration, log *slog.Logger) *purge
 	return p
 }
 
-// start runs the purger's goroutine, which sends each request with the
+// Start runs the purger's goroutine, which sends each request with the
 // client admin returns then (the App's clients are replaced when its
 // member starts again).
-func (p *purger) start(admin func() *kadm.Client) {
+func (p *Purger) Start(admin func() *kadm.Client) {
 	if p == nil {
 		return
 	}
@@ -68,9 +71,9 @@ func (p *purger) start(admin func() *kadm.Client) {
 	go p.run(admin)
 }
 
-// close stops the goroutine, cancelling a request in flight, and waits
+// Close stops the goroutine, cancelling a request in flight, and waits
 // for it.
-func (p *purger) close() {
+func (p *Purger) Close() {
 	if p == nil {
 		return
 	}
@@ -83,9 +86,9 @@ func (p *purger) close() {
 	}
 }
 
-// committed records the offsets of a commit that succeeded (err == nil);
+// Committed records the offsets of a commit that succeeded (err == nil);
 // the repartition partitions among them are purged up to those offsets.
-func (p *purger) committed(offsets map[string]map[int32]kgo.EpochOffset, err error) {
+func (p *Purger) Committed(offsets map[string]map[int32]kgo.EpochOffset, err error) {
 	if p == nil || err != nil {
 		return
 	}
@@ -118,7 +121,7 @@ func (p *purger) committed(offsets map[string]map[int32]kgo.EpochOffset, err err
 }
 
 // take returns the pending offsets that are beyond what was purged.
-func (p *purger) take() kadm.Offsets {
+func (p *Purger) take() kadm.Offsets {
 	p.mu.Lock()
 	pending := p.pending
 	p.pending = map[string]map[int32]int64{}
@@ -134,7 +137,7 @@ func (p *purger) take() kadm.Offsets {
 	return out
 }
 
-func (p *purger) run(admin func() *kadm.Client) {
+func (p *Purger) run(admin func() *kadm.Client) {
 	defer close(p.done)
 	var last time.Time
 	for {
@@ -161,7 +164,7 @@ func (p *purger) run(admin func() *kadm.Client) {
 	}
 }
 
-func (p *purger) purge(admin *kadm.Client, offsets kadm.Offsets) {
+func (p *Purger) purge(admin *kadm.Client, offsets kadm.Offsets) {
 	ctx, cancel := context.WithTimeout(p.ctx, p.timeout)
 	defer cancel()
 	resps, err := admin.DeleteRecords(ctx, offsets)
@@ -195,7 +198,7 @@ func (p *purger) purge(admin *kadm.Client, offsets kadm.Offsets) {
 // warn logs at warn level at most once a minute, at debug otherwise: a
 // cluster that refuses DeleteRecords would repeat the same line every
 // interval.
-func (p *purger) warn(msg string, args ...any) {
+func (p *Purger) warn(msg string, args ...any) {
 	if time.Since(p.lastWarn) >= time.Minute {
 		p.lastWarn = time.Now()
 		p.log.Warn(msg, args...)

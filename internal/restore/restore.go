@@ -1,4 +1,8 @@
-package baton
+// Package restore reads the changelogs that standbys, learners and
+// restoring actives follow, on a goroutine of its own (Restorer.Run), and
+// hands their records to the runtime's loop in chunks. It owns the
+// restore client's partitions; the loop owns the stores the records go to.
+package restore
 
 import (
 	"context"
@@ -8,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// restorer reads the changelogs that standbys, learners and restoring
+// Restorer reads the changelogs that standbys, learners and restoring
 // actives follow. It alone adds and removes the restore client's
 // partitions, as the loop asks (start, stop), and it takes whole fetches
 // from the client, so the client fetches the next while the loop applies
@@ -16,9 +20,9 @@ import (
 // records, each partition's records tagged with the session of the start
 // that read them: a chunk read before a stop and a new start of the same
 // partition carries the old session, and the loop drops it.
-type restorer struct {
+type Restorer struct {
 	cl  *kgo.Client
-	out chan<- restoreChunk
+	out chan<- Chunk
 	max int
 
 	mu     sync.Mutex // guards cmds and cancel, never across I/O
@@ -27,50 +31,54 @@ type restorer struct {
 	wake   chan struct{}      // capacity 1: commands are queued
 
 	// The restorer goroutine's own.
-	sessions map[topicPart]uint64 // partitions read, with their session
-	buf      []restorePart        // records taken from the client, not yet handed over
+	sessions map[TopicPart]uint64 // partitions read, with their session
+	buf      []Part               // records taken from the client, not yet handed over
 }
 
-type topicPart struct {
-	topic string
-	part  int32
+// TopicPart names a changelog partition.
+type TopicPart struct {
+	Topic string
+	Part  int32
 }
 
 type restoreCmd struct {
-	tp      topicPart
+	tp      TopicPart
 	start   bool
 	at      kgo.Offset // start: where to read from
 	session uint64     // start: the session its records carry
 }
 
-// restorePart is records of one changelog partition, in offset order.
-type restorePart struct {
-	tp      topicPart
-	session uint64
-	recs    []*kgo.Record
-	hwm     int64 // the partition's end when fetched; -1 if the fetch failed
-	err     error
+// Part is records of one changelog partition, in offset order, read in
+// Session.
+type Part struct {
+	TP      TopicPart
+	Session uint64
+	Recs    []*kgo.Record
+	HWM     int64 // the partition's end when fetched; -1 if the fetch failed
+	Err     error
 }
 
-type restoreChunk []restorePart
+// Chunk is what the Restorer hands over at once: at most its max records
+// (or one part's, when a part is cut).
+type Chunk []Part
 
-func newRestorer(cl *kgo.Client, out chan<- restoreChunk, max int) *restorer {
-	return &restorer{cl: cl, out: out, max: max, wake: make(chan struct{}, 1), sessions: map[topicPart]uint64{}}
+func New(cl *kgo.Client, out chan<- Chunk, max int) *Restorer {
+	return &Restorer{cl: cl, out: out, max: max, wake: make(chan struct{}, 1), sessions: map[TopicPart]uint64{}}
 }
 
-// start asks the restorer to read tp from at (again, if it reads tp
+// Start asks the restorer to read tp from at (again, if it reads tp
 // already), its records tagged with session. It does not wait.
-func (r *restorer) start(tp topicPart, at kgo.Offset, session uint64) {
+func (r *Restorer) Start(tp TopicPart, at kgo.Offset, session uint64) {
 	r.post(restoreCmd{tp: tp, start: true, at: at, session: session})
 }
 
-// stop asks the restorer to stop reading tp. It does not wait; records
+// Stop asks the restorer to stop reading tp. It does not wait; records
 // of tp already handed over or in flight still carry their session.
-func (r *restorer) stop(tp topicPart) {
+func (r *Restorer) Stop(tp TopicPart) {
 	r.post(restoreCmd{tp: tp})
 }
 
-func (r *restorer) post(c restoreCmd) {
+func (r *Restorer) post(c restoreCmd) {
 	r.mu.Lock()
 	r.cmds = append(r.cmds, c)
 	cancel := r.cancel
@@ -84,9 +92,9 @@ func (r *restorer) post(c restoreCmd) {
 	}
 }
 
-// run is the restorer's goroutine; it returns when ctx is done or done is
+// Run is the restorer's goroutine; it returns when ctx is done or done is
 // closed.
-func (r *restorer) run(ctx context.Context, done <-chan struct{}) {
+func (r *Restorer) Run(ctx context.Context, done <-chan struct{}) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -127,7 +135,7 @@ func (r *restorer) run(ctx context.Context, done <-chan struct{}) {
 
 // takeCmds carries out the queued commands and drops buffered records
 // of every partition they name.
-func (r *restorer) takeCmds() {
+func (r *Restorer) takeCmds() {
 	r.mu.Lock()
 	cmds := r.cmds
 	r.cmds = nil
@@ -135,21 +143,21 @@ func (r *restorer) takeCmds() {
 	if len(cmds) == 0 {
 		return
 	}
-	named := map[topicPart]bool{}
+	named := map[TopicPart]bool{}
 	for _, c := range cmds {
 		named[c.tp] = true
 		if _, reading := r.sessions[c.tp]; reading {
-			r.cl.RemoveConsumePartitions(map[string][]int32{c.tp.topic: {c.tp.part}})
+			r.cl.RemoveConsumePartitions(map[string][]int32{c.tp.Topic: {c.tp.Part}})
 			delete(r.sessions, c.tp)
 		}
 		if c.start {
-			r.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{c.tp.topic: {c.tp.part: c.at}})
+			r.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{c.tp.Topic: {c.tp.Part: c.at}})
 			r.sessions[c.tp] = c.session
 		}
 	}
 	kept := r.buf[:0]
 	for _, p := range r.buf {
-		if !named[p.tp] {
+		if !named[p.TP] {
 			kept = append(kept, p)
 		}
 	}
@@ -159,7 +167,7 @@ func (r *restorer) takeCmds() {
 
 // poll takes what the client has fetched, waiting for it if need be, until
 // a command arrives.
-func (r *restorer) poll(ctx context.Context) {
+func (r *Restorer) poll(ctx context.Context) {
 	pctx, cancel := context.WithCancel(ctx)
 	r.mu.Lock()
 	if len(r.cmds) > 0 {
@@ -175,7 +183,7 @@ func (r *restorer) poll(ctx context.Context) {
 	r.mu.Unlock()
 	cancel()
 	f.EachPartition(func(p kgo.FetchTopicPartition) {
-		tp := topicPart{p.Topic, p.Partition}
+		tp := TopicPart{p.Topic, p.Partition}
 		session, reading := r.sessions[tp]
 		if !reading {
 			return
@@ -183,30 +191,30 @@ func (r *restorer) poll(ctx context.Context) {
 		if p.Err != nil && len(p.Records) == 0 && (errors.Is(p.Err, context.Canceled) || errors.Is(p.Err, context.DeadlineExceeded)) {
 			return
 		}
-		rp := restorePart{tp: tp, session: session, recs: p.Records, hwm: p.HighWatermark, err: p.Err}
+		rp := Part{TP: tp, Session: session, Recs: p.Records, HWM: p.HighWatermark, Err: p.Err}
 		if p.Err != nil {
-			rp.hwm = -1
+			rp.HWM = -1
 		}
 		r.buf = append(r.buf, rp)
 	})
 }
 
 // chunk splits off the first max records of the buffer (at least one part).
-func (r *restorer) chunk() (restoreChunk, []restorePart) {
-	var out restoreChunk
+func (r *Restorer) chunk() (Chunk, []Part) {
+	var out Chunk
 	n := 0
 	for i, p := range r.buf {
 		if n >= r.max && len(out) > 0 {
 			return out, r.buf[i:]
 		}
-		if take := r.max - n; len(p.recs) > take && take > 0 {
+		if take := r.max - n; len(p.Recs) > take && take > 0 {
 			head := p
-			head.recs = p.recs[:take]
-			tail := append([]restorePart{{tp: p.tp, session: p.session, recs: p.recs[take:], hwm: p.hwm}}, r.buf[i+1:]...)
+			head.Recs = p.Recs[:take]
+			tail := append([]Part{{TP: p.TP, Session: p.Session, Recs: p.Recs[take:], HWM: p.HWM}}, r.buf[i+1:]...)
 			return append(out, head), tail
 		}
 		out = append(out, p)
-		n += len(p.recs)
+		n += len(p.Recs)
 	}
 	return out, nil
 }

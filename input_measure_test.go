@@ -1,0 +1,58 @@
+package baton
+
+import (
+	"testing"
+	"time"
+
+	"github.com/baton-streams/baton/internal/measure"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+
+func TestPosition(t *testing.T) {
+	tp := topicPart{"in", 2}
+	committed := map[string]map[int32]kgo.EpochOffset{"in": {2: {Offset: 40}, 3: {Offset: -1}}}
+	processed := &task{offsets: map[string]kgo.EpochOffset{"in": {Offset: 55}}}
+	fresh := &task{offsets: map[string]kgo.EpochOffset{}}
+	if got := position(processed, tp, committed, 7); got != 55 {
+		t.Errorf("after processing: %d, want 55 (the next offset to process)", got)
+	}
+	if got := position(fresh, tp, committed, 7); got != 40 {
+		t.Errorf("nothing processed: %d, want 40 (the committed offset)", got)
+	}
+	if got := position(fresh, topicPart{"in", 3}, committed, 7); got != 7 {
+		t.Errorf("nothing committed: %d, want 7 (the partition's start)", got)
+	}
+}
+
+func TestObserve(t *testing.T) {
+	a0, a1, a2 := topicPart{"a", 0}, topicPart{"a", 1}, topicPart{"a", 2}
+	rates := measure.NewRates[topicPart](30 * time.Second)
+	rates.Observe(at(0), map[topicPart]int64{a0: 0, a1: 0, a2: 0})
+	r := inputRead{at: at(10),
+		ends:      map[topicPart]int64{a0: 1000, a1: 300, a2: 50},
+		starts:    map[topicPart]int64{a0: 0, a1: 0, a2: 20},
+		committed: map[topicPart]int64{a0: 900, a1: 300}}
+	rates.Observe(r.at, r.ends)
+	plan := &PlanStatus{Instances: []PlanInstance{
+		{ID: "x", Learner: []string{"0_1"}, Revoked: []string{"0_2"}},
+		{ID: "y", Learner: []string{"0_0"}},
+	}}
+	o := observe(r, rates, plan, 4, 250)
+	// Lag: 100 behind the commit on a0, none on a1, 30 from the start on
+	// a2 (nothing committed).
+	if o.Now != r.at || o.Instances != 2 || o.WorkersPerInstance != 4 || o.WorkerRate != 250 ||
+		o.InputRate != 135 || o.Lag != 130 || o.Moves != 3 {
+		t.Errorf("observe = %+v", o)
+	}
+	plan.Instances = append(plan.Instances, PlanInstance{ID: "z", Leaving: true, Active: []string{"0_3"}})
+	if o := observe(r, rates, plan, 4, 250); o.Instances != 2 {
+		t.Errorf("with a member leaving: %d instances observed, want 2 (the members that stay)", o.Instances)
+	}
+	if o := observe(r, rates, &PlanStatus{}, 1, 0); o.Instances != 1 {
+		t.Errorf("a plan with no instances observed as %d instances, want 1", o.Instances)
+	}
+}
