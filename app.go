@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"github.com/baton-streams/baton/instance"
+	"github.com/baton-streams/baton/internal/errs"
 	"github.com/baton-streams/baton/internal/purge"
 	"log/slog"
 	"os"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,9 +29,10 @@ import (
 
 // Errors returned by Run.
 var (
-	ErrBrokers = errors.New("baton: brokers unreachable")
+	// ErrBrokers: no broker answered within 10 s.
+	ErrBrokers = errs.ErrBrokers
 	// ErrAuth: the brokers refused the credentials (WithSASL).
-	ErrAuth    = errors.New("baton: authentication with the brokers failed")
+	ErrAuth    = errs.ErrAuth
 	ErrRunning = errors.New("baton: App.Run called twice")
 	// ErrInstanceIDInUse: another instance joined the group with this
 	// instance's id (WithInstanceID) and took its place.
@@ -525,8 +526,6 @@ func (a *App) sourceTopics() []string {
 	sort.Strings(out)
 	return out
 }
-
-func joinComma(s []string) string { return strings.Join(s, ",") }
 
 // partitionsOf returns the partition count of topic, asking the cluster
 // when it is not known yet (a sink created by someone else).

@@ -2,8 +2,8 @@ package baton
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"github.com/baton-streams/baton/internal/errs"
 	"log/slog"
 	"os"
 	"time"
@@ -17,7 +17,7 @@ import (
 )
 
 // ErrConfig is wrapped by every error New returns for invalid options.
-var ErrConfig = errors.New("baton: invalid configuration")
+var ErrConfig = errs.ErrConfig
 
 // Option configures an App.
 type Option func(*config)
