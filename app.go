@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/baton-streams/baton/instance"
 	"github.com/baton-streams/baton/internal/errs"
+	"github.com/baton-streams/baton/internal/global"
 	"github.com/baton-streams/baton/internal/purge"
 	"log/slog"
 	"os"
@@ -57,8 +58,8 @@ type App struct {
 	// Written by Run before the loop starts, then read-only.
 	unlock  func() error
 	metrics *metrics
-	purger  *purge.Purger // deletes committed records of repartition topics
-	globals *globals      // the global stores (global.go)
+	purger  *purge.Purger  // deletes committed records of repartition topics
+	globals *global.Stores // the global stores (internal/global)
 
 	// The group membership in progress: Run replaces it, never resets
 	// it, when a fence or an unresolved abort makes the instance join the
@@ -165,7 +166,8 @@ func New(top *topology.Topology, opts ...Option) (*App, error) {
 	a.purger = purge.New(repartition, cfg.purgeInterval, a.log)
 	a.metrics = newMetrics(cfg.registerer, cfg.appID, cfg.instanceID)
 	var err error
-	if a.globals, err = newGlobals(a); err != nil {
+	if a.globals, err = global.New(top.GlobalStores(), global.Config{AppID: cfg.appID, InstanceID: cfg.instanceID, Brokers: cfg.brokers,
+		ClientOpts: cfg.kgoOpts, StateDir: cfg.stateDir, Memory: cfg.memoryState, StoreOpts: cfg.storeOpts, Registerer: cfg.registerer, Log: a.log}); err != nil {
 		return nil, err
 	}
 	if stateful && cfg.stateDir == "" && !cfg.memoryState {
@@ -234,13 +236,13 @@ func (a *App) Run(ctx context.Context) (err error) {
 		}
 		return err
 	}
-	if err := a.globals.start(ctx); err != nil {
+	if err := a.globals.Start(ctx, a.admin); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while reading the global stores
 		}
 		return err
 	}
-	defer a.globals.stop()
+	defer a.globals.Stop()
 	a.purger.Start(func() *kadm.Client { return a.adminClient.Load() })
 	defer a.purger.Close()
 	for {
@@ -354,7 +356,7 @@ func (a *App) member(ctx context.Context) error {
 	defer a.stopWorkers()
 	defer a.cancel(errStopped)
 	runCtx, stop := a.runCtx, a.cancel
-	a.oneShots.Go(func() { a.globals.watch(runCtx, stop) })
+	a.oneShots.Go(func() { a.globals.Watch(runCtx, stop) })
 	a.group.AddConsumeTopics(a.sourceTopics()...)
 	return a.loop(ctx)
 }

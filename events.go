@@ -207,3 +207,19 @@ type PlanInstance struct {
 	Learner []string `json:"learner"`
 	Revoked []string `json:"revoked"`
 }
+
+// GlobalStoreStatus is one global store as Status reports it.
+type GlobalStoreStatus struct {
+	Name  string `json:"name"`
+	Topic string `json:"topic"`
+	// Ready is true once the store has read its topic up to the end
+	// offsets listed when Run started; no task processes before.
+	Ready bool `json:"ready"`
+	// Lag is the records of the topic the store has not read: each
+	// partition's end offset, as last fetched, minus the store's offset,
+	// summed over the partitions.
+	Lag int64 `json:"lag"`
+	// Read is the records this Run applied to the store (tombstones
+	// included, transaction markers not).
+	Read int64 `json:"read"`
+}

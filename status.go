@@ -89,7 +89,9 @@ func (a *App) Status() Status {
 		st.Autoscale = a.desired.Load()
 	}
 	st.Plan = a.lastPlan.Load()
-	st.GlobalStores = a.globals.status()
+	for _, g := range a.globals.Status() {
+		st.GlobalStores = append(st.GlobalStores, GlobalStoreStatus(g))
+	}
 	a.plansMu.Lock()
 	st.Plans = append([]PlanStatus(nil), a.plans...)
 	a.plansMu.Unlock()

@@ -181,7 +181,7 @@ func (c *taskContext) Partition() int32          { return c.t.part }
 func (c *taskContext) Store(name string) topology.Store {
 	s, ok := c.t.stores[name]
 	if !ok {
-		return c.a.globals.store(name) // nil if there is none
+		return c.a.globals.Store(name) // nil if there is none
 	}
 	return &storeView{c: c, s: s}
 }

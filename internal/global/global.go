@@ -1,10 +1,19 @@
-package baton
+// Package global keeps an App's global stores (topology.FromGlobalTopic):
+// one state.Store per global store, filled from every partition of its
+// topic before the App joins its group (Start, on the caller's
+// goroutine), then kept up to date by a reader goroutine of its own until
+// Stop. Tasks read the stores (Store) from their workers; Status is safe
+// from any goroutine.
+package global
 
 import (
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/baton-streams/baton/internal/errs"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -20,12 +29,7 @@ import (
 	"github.com/baton-streams/baton/topology"
 )
 
-// Global stores (topology.FromGlobalTopic) are held by the App, not by a
-// task: one state.Store per global store, in <state-dir>/.global/<store>
-// (state.OpenGlobal), filled from every partition of its topic before
-// the App joins its group, then kept up to date by a goroutine of its own
-// for the life of Run.
-//
+// A global store lives in <state-dir>/.global/<store> (state.OpenGlobal).
 // Inside the state.Store, a record of the topic with key k is stored
 // under 0x01 k, and the next offset to read of partition p under 0x00
 // followed by p (4 bytes, big-endian), as 8 bytes big-endian. The records
@@ -39,8 +43,8 @@ const (
 	globalDataPrefix   byte = 0x01
 )
 
-// GlobalStoreStatus is one global store as Status reports it.
-type GlobalStoreStatus struct {
+// Status is one global store as the App's Status reports it.
+type Status struct {
 	Name  string `json:"name"`
 	Topic string `json:"topic"`
 	// Ready is true once the store has read its topic up to the end
@@ -55,9 +59,24 @@ type GlobalStoreStatus struct {
 	Read int64 `json:"read"`
 }
 
-// globals are the App's global stores and their reader.
-type globals struct {
-	a      *App
+// Config is what the global stores need from the App's configuration.
+type Config struct {
+	AppID, InstanceID string
+	Brokers           []string
+	// ClientOpts are the options of the reader's client, besides the
+	// brokers; the reader reads read_committed.
+	ClientOpts []kgo.Opt
+	StateDir   string
+	Memory     bool // keep the stores in memory (no StateDir)
+	StoreOpts  []state.Option
+	Registerer prometheus.Registerer // nil: no metrics registered
+	Log        *slog.Logger
+}
+
+// Stores are the App's global stores and their reader.
+type Stores struct {
+	cfg    Config
+	admin  *kadm.Client // Start's
 	stores []*globalStore
 	byName map[string]*globalStore
 	lag    *prometheus.GaugeVec
@@ -93,33 +112,38 @@ type globalStore struct {
 	read  atomic.Int64
 }
 
-// newGlobals prepares the App's global stores (nothing is opened until
-// Run). A topology with global stores needs a state directory, as a
+type topicPart struct {
+	topic string
+	part  int32
+}
+
+// New prepares the global stores of specs (nothing is opened until
+// Start). A topology with global stores needs a state directory, as a
 // stateful one does.
-func newGlobals(a *App) (*globals, error) {
-	g := &globals{a: a, byName: map[string]*globalStore{}, lastErr: map[topicPart]string{}, failed: make(chan struct{})}
-	for _, spec := range a.top.GlobalStores() {
+func New(specs []topology.GlobalStoreSpec, cfg Config) (*Stores, error) {
+	g := &Stores{cfg: cfg, byName: map[string]*globalStore{}, lastErr: map[topicPart]string{}, failed: make(chan struct{})}
+	for _, spec := range specs {
 		if _, dup := g.byName[spec.Name]; dup {
-			return nil, fmt.Errorf("%w: global store %q: made twice", ErrConfig, spec.Name)
+			return nil, fmt.Errorf("%w: global store %q: made twice", errs.ErrConfig, spec.Name)
 		}
 		gs := &globalStore{spec: spec}
 		g.stores = append(g.stores, gs)
 		g.byName[spec.Name] = gs
 	}
-	if len(g.stores) > 0 && a.cfg.stateDir == "" && !a.cfg.memoryState {
-		return nil, fmt.Errorf("%w: state dir: required for a topology with global stores", ErrConfig)
+	if len(g.stores) > 0 && cfg.StateDir == "" && !cfg.Memory {
+		return nil, fmt.Errorf("%w: state dir: required for a topology with global stores", errs.ErrConfig)
 	}
 	g.lag = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_global_store_lag_records",
 		Help:        "Records of a global store's topic the store has not read yet, summed over its partitions, by store.",
-		ConstLabels: prometheus.Labels{"app_id": a.cfg.appID, "instance": a.cfg.instanceID}}, []string{"store"})
-	if r := a.cfg.registerer; r != nil && len(g.stores) > 0 {
+		ConstLabels: prometheus.Labels{"app_id": cfg.AppID, "instance": cfg.InstanceID}}, []string{"store"})
+	if r := cfg.Registerer; r != nil && len(g.stores) > 0 {
 		_ = r.Register(g.lag)
 	}
 	return g, nil
 }
 
-// store returns the read-only view of a global store, or nil.
-func (g *globals) store(name string) topology.Store {
+// Store returns the read-only view of a global store, or nil.
+func (g *Stores) Store(name string) topology.Store {
 	if g == nil {
 		return nil
 	}
@@ -130,28 +154,28 @@ func (g *globals) store(name string) topology.Store {
 	return globalView{gs}
 }
 
-// status reports the global stores.
-func (g *globals) status() []GlobalStoreStatus {
+// Status reports the global stores.
+func (g *Stores) Status() []Status {
 	if g == nil || len(g.stores) == 0 {
 		return nil
 	}
-	out := make([]GlobalStoreStatus, 0, len(g.stores))
+	out := make([]Status, 0, len(g.stores))
 	for _, gs := range g.stores {
-		out = append(out, GlobalStoreStatus{Name: gs.spec.Name, Topic: gs.spec.Topic, Ready: gs.ready.Load(), Lag: gs.lag.Load(), Read: gs.read.Load()})
+		out = append(out, Status{Name: gs.spec.Name, Topic: gs.spec.Topic, Ready: gs.ready.Load(), Lag: gs.lag.Load(), Read: gs.read.Load()})
 	}
 	return out
 }
 
-func (g *globals) fail(err error) {
+func (g *Stores) fail(err error) {
 	g.failOnce.Do(func() {
 		g.err = err
 		close(g.failed)
 	})
 }
 
-// watch stops the member with the reader's error, if it fails while the
+// Watch stops the member with the reader's error, if it fails while the
 // member runs. It returns when the member's run context ends.
-func (g *globals) watch(runCtx context.Context, stop context.CancelCauseFunc) {
+func (g *Stores) Watch(runCtx context.Context, stop context.CancelCauseFunc) {
 	if g == nil || len(g.stores) == 0 {
 		return
 	}
@@ -162,23 +186,24 @@ func (g *globals) watch(runCtx context.Context, stop context.CancelCauseFunc) {
 	}
 }
 
-// start opens the global stores and reads their topics up to the end
+// Start opens the global stores and reads their topics up to the end
 // offsets they have now, then starts the reader that keeps them up to
 // date. It returns an error naming the topic if one does not exist; a
 // topic that is not compacted is logged as a warning. If ctx ends first,
 // it returns ctx's error.
-func (g *globals) start(ctx context.Context) error {
+func (g *Stores) Start(ctx context.Context, admin *kadm.Client) error {
 	if len(g.stores) == 0 {
 		return nil
 	}
-	a := g.a
+	g.admin = admin
+	log := g.cfg.Log
 	topics := make([]string, 0, len(g.stores))
 	for _, gs := range g.stores {
 		topics = append(topics, gs.spec.Topic)
 	}
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	details, err := a.admin.ListTopics(lctx, topics...)
+	details, err := admin.ListTopics(lctx, topics...)
 	if err != nil {
 		return fmt.Errorf("baton: metadata of global store topics %s: %w", strings.Join(topics, ","), err)
 	}
@@ -207,34 +232,34 @@ func (g *globals) start(ctx context.Context) error {
 		}
 	}
 	cl, err := kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(a.cfg.brokers...),
+		kgo.SeedBrokers(g.cfg.Brokers...),
 		kgo.FetchMaxWait(100 * time.Millisecond),
-	}, append(a.cfg.kgoOpts, append(a.restoreClientOpts(),
-		kgo.ConsumeResetOffset(kgo.NoResetOffset()))...)...)...)
+	}, append(g.cfg.ClientOpts, kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()))...)...)
 	if err != nil {
 		g.closeStores()
-		return fmt.Errorf("%w: %v", ErrConfig, err)
+		return fmt.Errorf("%w: %v", errs.ErrConfig, err)
 	}
 	g.cl = cl
 	cl.AddConsumePartitions(offsets)
 	began := time.Now()
 	for _, gs := range g.stores {
-		a.log.Info("reading global store topic", "store", gs.spec.Name, "topic", gs.spec.Topic, "lag", gs.lag.Load())
+		log.Info("reading global store topic", "store", gs.spec.Name, "topic", gs.spec.Topic, "lag", gs.lag.Load())
 	}
 	var b state.Batch
 	for !g.caughtUp() {
 		if err := g.poll(ctx, &b); err != nil {
-			g.stop()
+			g.Stop()
 			return err
 		}
 		if ctx.Err() != nil {
-			g.stop()
+			g.Stop()
 			return ctx.Err()
 		}
 	}
 	for _, gs := range g.stores {
 		gs.ready.Store(true)
-		a.log.Info("global store ready", "store", gs.spec.Name, "topic", gs.spec.Topic, "read", gs.read.Load(), "took", time.Since(began).Round(time.Millisecond))
+		log.Info("global store ready", "store", gs.spec.Name, "topic", gs.spec.Topic, "read", gs.read.Load(), "took", time.Since(began).Round(time.Millisecond))
 	}
 	rctx, rcancel := context.WithCancel(context.Background())
 	g.cancel, g.done = rcancel, make(chan struct{})
@@ -247,15 +272,15 @@ func (g *globals) start(ctx context.Context) error {
 // of instances that read the topic afterwards, so instances would hold
 // different tables. It is not an error: the topic is not baton's, and
 // one that keeps every record forever (retention.ms=-1) works.
-func (g *globals) warnUncompacted(ctx context.Context, topics []string) {
-	rcs, err := g.a.admin.DescribeTopicConfigs(ctx, topics...)
+func (g *Stores) warnUncompacted(ctx context.Context, topics []string) {
+	rcs, err := g.admin.DescribeTopicConfigs(ctx, topics...)
 	if err != nil {
-		g.a.log.Warn("describing the configs of global store topics; their cleanup policy is not checked", "topics", topics, "err", err)
+		g.cfg.Log.Warn("describing the configs of global store topics; their cleanup policy is not checked", "topics", topics, "err", err)
 		return
 	}
 	for _, rc := range rcs {
 		if rc.Err != nil {
-			g.a.log.Warn("describing the configs of a global store topic; its cleanup policy is not checked", "topic", rc.Name, "err", rc.Err)
+			g.cfg.Log.Warn("describing the configs of a global store topic; its cleanup policy is not checked", "topic", rc.Name, "err", rc.Err)
 			continue
 		}
 		policy := "delete" // Kafka's default
@@ -265,7 +290,7 @@ func (g *globals) warnUncompacted(ctx context.Context, topics []string) {
 			}
 		}
 		if !slices.Contains(strings.Split(strings.ReplaceAll(policy, " ", ""), ","), "compact") {
-			g.a.log.Warn("global store topic is not compacted: records its retention deletes are missing from the global stores of instances that read it afterwards; set cleanup.policy=compact",
+			g.cfg.Log.Warn("global store topic is not compacted: records its retention deletes are missing from the global stores of instances that read it afterwards; set cleanup.policy=compact",
 				"topic", rc.Name, "cleanup.policy", policy)
 		}
 	}
@@ -276,13 +301,13 @@ func (g *globals) warnUncompacted(ctx context.Context, topics []string) {
 // (the topic was deleted and created again, or the state is another
 // cluster's), before its start (records the store lacks are gone), or of
 // a partition the topic no longer has.
-func (g *globals) open(ctx context.Context, parts map[string]int32) error {
-	a := g.a
+func (g *Stores) open(ctx context.Context, parts map[string]int32) error {
+	cfg, adm := g.cfg, g.admin
 	for _, gs := range g.stores {
 		var err error
-		if a.cfg.memoryState {
+		if cfg.Memory {
 			gs.st = state.NewMemory(gs.spec.Name)
-		} else if gs.st, err = state.OpenGlobal(a.cfg.stateDir, gs.spec.Name, a.log, a.cfg.storeOpts...); err != nil {
+		} else if gs.st, err = state.OpenGlobal(cfg.StateDir, gs.spec.Name, cfg.Log, cfg.StoreOpts...); err != nil {
 			return fmt.Errorf("baton: global store %s: %w", gs.spec.Name, err)
 		}
 		if gs.next, err = readGlobalOffsets(gs.st); err != nil {
@@ -292,21 +317,21 @@ func (g *globals) open(ctx context.Context, parts map[string]int32) error {
 	topics := slices.Collect(maps.Keys(parts))
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	starts, err := a.admin.ListStartOffsets(lctx, topics...)
+	starts, err := adm.ListStartOffsets(lctx, topics...)
 	if err == nil {
 		err = starts.Error()
 	}
 	if err != nil {
 		return fmt.Errorf("baton: start offsets of global store topics %s: %w", strings.Join(topics, ","), err)
 	}
-	ends, err := a.admin.ListEndOffsets(lctx, topics...)
+	ends, err := adm.ListEndOffsets(lctx, topics...)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
 		return fmt.Errorf("baton: end offsets of global store topics %s: %w", strings.Join(topics, ","), err)
 	}
-	stable, err := a.admin.ListCommittedOffsets(lctx, topics...)
+	stable, err := adm.ListCommittedOffsets(lctx, topics...)
 	if err == nil {
 		err = stable.Error()
 	}
@@ -332,7 +357,7 @@ func (g *globals) open(ctx context.Context, parts map[string]int32) error {
 			}
 		}
 		if why != "" {
-			a.log.Warn("global store cannot continue from its offsets; wiping it and reading its topic again", "store", gs.spec.Name, "topic", topic, "why", why)
+			cfg.Log.Warn("global store cannot continue from its offsets; wiping it and reading its topic again", "store", gs.spec.Name, "topic", topic, "why", why)
 			if err := gs.st.Wipe(); err != nil {
 				return fmt.Errorf("baton: global store %s: wiping: %w", gs.spec.Name, err)
 			}
@@ -372,14 +397,14 @@ func globalOffsetKey(p int32) []byte {
 	return binary.BigEndian.AppendUint32([]byte{globalOffsetPrefix}, uint32(p))
 }
 
-func (gs *globalStore) setLag(g *globals, lag int64) {
+func (gs *globalStore) setLag(g *Stores, lag int64) {
 	gs.lag.Store(lag)
 	g.lag.WithLabelValues(gs.spec.Name).Set(float64(lag))
 }
 
 // caughtUp reports whether every store has read its partitions up to
 // the ends listed at start.
-func (g *globals) caughtUp() bool {
+func (g *Stores) caughtUp() bool {
 	for _, gs := range g.stores {
 		for p, e := range gs.target {
 			if gs.next[p] < e {
@@ -392,11 +417,11 @@ func (g *globals) caughtUp() bool {
 
 // run is the reader's goroutine: it applies what the topics get until
 // ctx ends.
-func (g *globals) run(ctx context.Context, b *state.Batch) {
+func (g *Stores) run(ctx context.Context, b *state.Batch) {
 	defer close(g.done)
 	for ctx.Err() == nil {
 		if err := g.poll(ctx, b); err != nil {
-			g.a.log.Error("global store reader stopped", "err", err)
+			g.cfg.Log.Error("global store reader stopped", "err", err)
 			g.fail(err)
 			return
 		}
@@ -405,7 +430,7 @@ func (g *globals) run(ctx context.Context, b *state.Batch) {
 
 // poll takes one fetch and applies it: each store's records and its
 // partitions' new offsets in one Apply.
-func (g *globals) poll(ctx context.Context, b *state.Batch) error {
+func (g *Stores) poll(ctx context.Context, b *state.Batch) error {
 	f := g.cl.PollFetches(ctx)
 	if ctx.Err() != nil {
 		return nil
@@ -425,7 +450,7 @@ func (g *globals) poll(ctx context.Context, b *state.Batch) error {
 			}
 			if tp := (topicPart{p.Topic, p.Partition}); g.lastErr[tp] != p.Err.Error() {
 				g.lastErr[tp] = p.Err.Error() // the client retries: log each error once
-				g.a.log.Warn("fetching a global store topic", "topic", p.Topic, "partition", p.Partition, "err", p.Err)
+				g.cfg.Log.Warn("fetching a global store topic", "topic", p.Topic, "partition", p.Partition, "err", p.Err)
 			}
 		}
 		byTopic[p.Topic] = append(byTopic[p.Topic], p)
@@ -445,7 +470,7 @@ func (g *globals) poll(ctx context.Context, b *state.Batch) error {
 
 // apply applies the fetched records of the store's partitions at or
 // past their offsets, and the new offsets, in one Apply.
-func (gs *globalStore) apply(g *globals, b *state.Batch, ps []kgo.FetchTopicPartition) error {
+func (gs *globalStore) apply(g *Stores, b *state.Batch, ps []kgo.FetchTopicPartition) error {
 	defer b.Reset()
 	n := int64(0)
 	moved := false
@@ -495,9 +520,9 @@ func (gs *globalStore) apply(g *globals, b *state.Batch, ps []kgo.FetchTopicPart
 	return nil
 }
 
-// stop ends the reader and closes the stores. Run calls it once its
+// Stop ends the reader and closes the stores. Run calls it once its
 // workers have stopped: nothing reads the stores any more.
-func (g *globals) stop() {
+func (g *Stores) Stop() {
 	if g == nil || len(g.stores) == 0 {
 		return
 	}
@@ -513,11 +538,11 @@ func (g *globals) stop() {
 	g.closeStores()
 }
 
-func (g *globals) closeStores() {
+func (g *Stores) closeStores() {
 	for _, gs := range g.stores {
 		if gs.st != nil {
 			if err := gs.st.Close(); err != nil {
-				g.a.log.Warn("closing global store", "store", gs.spec.Name, "err", err)
+				g.cfg.Log.Warn("closing global store", "store", gs.spec.Name, "err", err)
 			}
 		}
 		gs.ready.Store(false)
