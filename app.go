@@ -344,9 +344,9 @@ func (a *App) member(ctx context.Context) error {
 		if err := c.beginTxn(); err != nil {
 			return err
 		}
-		a.committing.Go(func() { c.run(a.runCtx) })
+		a.committing.Go(func() { serve(a.runCtx, c.jobs, a.ch.commits, c.commit) })
 	case *atLeastOnce:
-		a.committing.Go(func() { c.run(a.runCtx) })
+		a.committing.Go(func() { serve(a.runCtx, c.jobs, a.ch.commits, c.work) })
 	}
 	// Deferred before the cancel, so they run after it: the one-answer
 	// goroutines end on it, and so does a worker's produce that waits for

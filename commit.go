@@ -239,41 +239,50 @@ func newAtLeastOnce(a *App) *atLeastOnce {
 	return c
 }
 
-// run is the committer's goroutine.
-func (c *atLeastOnce) run(ctx context.Context) {
-	a := c.a
+// serve is a committer's goroutine: it carries out the committer's jobs
+// in order, each with work, and hands each result to the loop on out,
+// until ctx ends.
+func serve[J any](ctx context.Context, jobs <-chan J, out chan<- commitResult, work func(context.Context, J) commitResult) {
 	for {
-		var j aloJob
+		var j J
 		select {
 		case <-ctx.Done():
 			return
-		case j = <-c.jobs:
+		case j = <-jobs:
 		}
-		start := time.Now()
-		r := commitResult{seq: j.seq, epoch: j.epoch.id}
-		if a.cfg.onCommitWork != nil && len(j.offsets) > 0 {
-			a.cfg.onCommitWork()
-		}
-		wctx, cancel := a.whileConfirmed(ctx, 30*time.Second)
-		r.err = a.gaveUp(wctx, c.acks.wait(wctx, j.epoch))
-		cancel()
-		if r.err == nil && len(j.offsets) > 0 {
-			cctx, cancel := a.whileConfirmed(ctx, 10*time.Second)
-			a.group.CommitOffsetsSync(cctx, j.offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-				r.err = offsetCommitErr(resp, err)
-			})
-			r.err = a.gaveUp(cctx, r.err)
-			cancel()
-			a.purger.Committed(j.offsets, r.err)
-			r.committed = r.err == nil
-		}
-		a.metrics.commitSeconds.Observe(time.Since(start).Seconds())
+		r := work(ctx, j)
 		select {
-		case a.ch.commits <- r:
+		case out <- r:
 		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// work waits for the acknowledgements of the records of j's epoch, then
+// commits its input offsets.
+func (c *atLeastOnce) work(ctx context.Context, j aloJob) commitResult {
+	a := c.a
+	start := time.Now()
+	r := commitResult{seq: j.seq, epoch: j.epoch.id}
+	if a.cfg.onCommitWork != nil && len(j.offsets) > 0 {
+		a.cfg.onCommitWork()
+	}
+	wctx, cancel := a.whileConfirmed(ctx, 30*time.Second)
+	r.err = a.gaveUp(wctx, c.acks.wait(wctx, j.epoch))
+	cancel()
+	if r.err == nil && len(j.offsets) > 0 {
+		cctx, cancel := a.whileConfirmed(ctx, 10*time.Second)
+		a.group.CommitOffsetsSync(cctx, j.offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			r.err = offsetCommitErr(resp, err)
+		})
+		r.err = a.gaveUp(cctx, r.err)
+		cancel()
+		a.purger.Committed(j.offsets, r.err)
+		r.committed = r.err == nil
+	}
+	a.metrics.commitSeconds.Observe(time.Since(start).Seconds())
+	return r
 }
 
 func (c *atLeastOnce) produce(r *kgo.Record, promise func(*kgo.Record, error)) {

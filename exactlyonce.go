@@ -148,23 +148,6 @@ func newTransactional(a *App) *transactional {
 	return &transactional{a: a, jobs: make(chan txnJob, 64)}
 }
 
-func (c *transactional) run(ctx context.Context) {
-	for {
-		var j txnJob
-		select {
-		case <-ctx.Done():
-			return
-		case j = <-c.jobs:
-		}
-		r := c.commit(ctx, j)
-		select {
-		case c.a.ch.commits <- r:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
 // produce sends a record in the open transaction. A record of a
 // transaction being aborted may fail: dropped unsent (kgo.ErrAborting), or
 // rejected once the abort fenced the producer's old epoch

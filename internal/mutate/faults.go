@@ -9,8 +9,8 @@ var faults = []fault{
 		name:  "alo-ack-wait",
 		what:  "at-least-once commits input offsets without waiting for the acknowledgements of the writes they depend on",
 		file:  "commit.go",
-		old:   "\t\tr.err = c.acks.wait(wctx, j.epoch)\n",
-		new:   "\t\t_ = wctx\n",
+		old:   "\tr.err = a.gaveUp(wctx, c.acks.wait(wctx, j.epoch))\n",
+		new:   "\t_ = wctx\n",
 		tests: []tests{{".", "^TestCommitWaitsForAcks$"}},
 	},
 	{
