@@ -504,7 +504,7 @@ func (s *shell) tasksOf(ids []string) []*task {
 func (s *shell) apply(fx []instance.Effect) {
 	a := s.a
 	for _, e := range fx {
-		switch e.Kind {
+		switch e := e.(type) {
 		case instance.OpenStores:
 			t := a.runtimeTask(e.Task)
 			a.openAsync(t)
@@ -528,25 +528,13 @@ func (s *shell) apply(fx []instance.Effect) {
 				s.processing(a.tasks[e.Task]) // its restore is done
 			}
 		case instance.StartProcessor:
-			if s.core.Role(e.Task).Phase == lifecycle.Running {
-				s.awaitApply(e.Task) // a warm promotion: it processes at once
-			}
-			t := a.runtimeTask(e.Task)
-			t.assignedAt, t.first, t.replayed, t.punctuated = time.Now(), false, 0, time.Time{}
-			t.worker = a.pinWorker()
-			t.proc = t.sub.NewProcessor(t.id, t.part)
-			t.ctx = &taskContext{a: a, t: t}
-			t.active = true
-			if s.core.Role(e.Task).Phase == lifecycle.Running {
-				s.processing(t) // nothing to restore first
-			}
-			s.startTableBoot(t)
+			s.startProcessor(e.Task)
 		case instance.Commit:
 			a.commit.begin(e.Seq, s.tasksOf(e.Tasks), e.Final)
 		case instance.ReadEnds:
 			a.readEndsAsync(e.Seq, e.Tasks)
 		case instance.Rejoin:
-			a.log.Info("rejoining the group", "why", e.Detail)
+			a.log.Info("rejoining the group", "why", e.Why)
 			a.group.ForceRebalance()
 		case instance.Reply:
 			s.reply(e.Request)
@@ -557,11 +545,32 @@ func (s *shell) apply(fx []instance.Effect) {
 		case instance.StopForRestart:
 			s.stopped, s.exit = a.stopForRestart(s.activeTasks()), true
 		case instance.Fail:
-			a.fail(errors.New("baton: " + e.Detail))
+			a.fail(errors.New("baton: " + e.Err))
 		case instance.Notify:
 			a.notify(e.Note)
+		default:
+			a.fail(fmt.Errorf("baton: the instance core emitted an effect the shell does not know: %T", e))
 		}
 	}
+}
+
+// startProcessor makes task id's processor; it processes once its
+// restore is done (at once after a warm promotion).
+func (s *shell) startProcessor(id string) {
+	a := s.a
+	if s.core.Role(id).Phase == lifecycle.Running {
+		s.awaitApply(id) // a warm promotion: it processes at once
+	}
+	t := a.runtimeTask(id)
+	t.assignedAt, t.first, t.replayed, t.punctuated = time.Now(), false, 0, time.Time{}
+	t.worker = a.pinWorker()
+	t.proc = t.sub.NewProcessor(t.id, t.part)
+	t.ctx = &taskContext{a: a, t: t}
+	t.active = true
+	if s.core.Role(id).Phase == lifecycle.Running {
+		s.processing(t) // nothing to restore first
+	}
+	s.startTableBoot(t)
 }
 
 // processing: task t starts processing now, its stores holding what it

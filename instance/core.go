@@ -146,7 +146,7 @@ func (c *Core) Step(in Input) {
 		c.assignment(in)
 	case Assigned:
 		c.assigned(in.Tasks)
-		c.emit(Effect{Kind: Reply, Request: in.Request})
+		c.emit(Reply{Request: in.Request})
 	case Revoked:
 		c.revoked(in)
 	case Lost:
@@ -154,11 +154,11 @@ func (c *Core) Step(in Input) {
 		if in.Abort != 0 {
 			c.aborting[in.Abort] = append(c.aborting[in.Abort], in.Request)
 		} else {
-			c.emit(Effect{Kind: Reply, Request: in.Request})
+			c.emit(Reply{Request: in.Request})
 		}
 	case Aborted:
 		for _, r := range c.aborting[in.Seq] {
-			c.emit(Effect{Kind: Reply, Request: r})
+			c.emit(Reply{Request: r})
 		}
 		delete(c.aborting, in.Seq)
 	case Opened:
@@ -182,7 +182,7 @@ func (c *Core) Step(in Input) {
 		c.allLeaving = in.AllLeaving
 		if in.FollowupWithoutMoves {
 			// A follow-up round nobody triggers by revoking: ask for it.
-			c.emit(Effect{Kind: Rejoin, Detail: "follow-up round"})
+			c.emit(Rejoin{Why: "follow-up round"})
 		}
 	default:
 		panic(fmt.Sprintf("instance: unknown input %T", in))
@@ -193,7 +193,7 @@ func (c *Core) Step(in Input) {
 
 func (c *Core) emit(e Effect) { c.fx = append(c.fx, e) }
 
-func (c *Core) note(n Note) { c.emit(Effect{Kind: Notify, Note: n}) }
+func (c *Core) note(n Note) { c.emit(Notify{Note: n}) }
 
 func (c *Core) newTask(id string) (*task, error) {
 	stores, err := c.cfg.Stores(id)
@@ -247,7 +247,7 @@ func (c *Core) step(t *task, ev lifecycle.Event) error {
 		// offsets known now.
 		t.freshFrom, t.fresh = c.endsSeq+1, false
 		c.endsSeq++
-		c.emit(Effect{Kind: ReadEnds, Tasks: []string{t.id}, Seq: c.endsSeq})
+		c.emit(ReadEnds{Seq: c.endsSeq, Tasks: []string{t.id}})
 	}
 	next, fx, err := lifecycle.Step(t.life, ev, t.stateful(), caughtUp)
 	if err != nil {
@@ -259,7 +259,7 @@ func (c *Core) step(t *task, ev lifecycle.Event) error {
 			// The rest waits for the stores, except pausing the input:
 			// records must not pile up while they open.
 			t.opening = true
-			c.emit(Effect{Kind: OpenStores, Task: t.id})
+			c.emit(OpenStores{Task: t.id})
 			for _, d := range fx[i+1:] {
 				if d == lifecycle.PauseInput {
 					c.lifecycleEffect(t, d)
@@ -277,23 +277,23 @@ func (c *Core) step(t *task, ev lifecycle.Event) error {
 func (c *Core) lifecycleEffect(t *task, e lifecycle.Effect) {
 	switch e {
 	case lifecycle.StartReading:
-		c.emit(Effect{Kind: StartRestore, Task: t.id, Checkpoints: maps.Clone(t.cp)})
+		c.emit(StartRestore{Task: t.id, Checkpoints: maps.Clone(t.cp)})
 	case lifecycle.StopReading:
-		c.emit(Effect{Kind: StopRestore, Task: t.id})
+		c.emit(StopRestore{Task: t.id})
 	case lifecycle.PauseInput:
-		c.emit(Effect{Kind: PauseInput, Task: t.id})
+		c.emit(PauseInput{Task: t.id})
 	case lifecycle.ResumeInput:
-		c.emit(Effect{Kind: ResumeInput, Task: t.id})
+		c.emit(ResumeInput{Task: t.id})
 	case lifecycle.StartProcessor:
-		c.emit(Effect{Kind: StartProcessor, Task: t.id})
+		c.emit(StartProcessor{Task: t.id})
 	case lifecycle.CloseStores:
-		c.emit(Effect{Kind: CloseStores, Task: t.id})
+		c.emit(CloseStores{Task: t.id})
 		if !t.opening && t.stateful() {
 			c.disk[t.id] = maps.Clone(t.cp)
 		}
 	case lifecycle.ReportReady:
 		c.note(Note{Kind: NoteLearnerReady, Task: t.id, Lag: c.lag(t)})
-		c.emit(Effect{Kind: Rejoin, Detail: "learner ready"})
+		c.emit(Rejoin{Why: "learner ready"})
 	case lifecycle.Commit:
 		// Batched by the caller (revoked).
 	}
@@ -381,7 +381,7 @@ func (c *Core) readyAfterSubscribing(a Assignment) {
 			continue
 		}
 		if lag, sent := a.Subscribed[id]; !sent || lag == UnknownLag || lag > c.cfg.AcceptableLag {
-			c.emit(Effect{Kind: Rejoin, Detail: "learner " + id + " ready after its subscription was sent"})
+			c.emit(Rejoin{Why: "learner " + id + " ready after its subscription was sent"})
 			return
 		}
 	}
@@ -397,7 +397,7 @@ func (c *Core) assigned(ids []string) {
 		if !held {
 			var err error
 			if t, err = c.newTask(id); err != nil {
-				c.emit(Effect{Kind: Fail, Detail: err.Error()})
+				c.emit(Fail{Err: err.Error()})
 				return
 			}
 			if cp, ok := c.disk[id]; ok {
@@ -406,7 +406,7 @@ func (c *Core) assigned(ids []string) {
 		}
 		warm := held && t.stateful()
 		if err := c.step(t, lifecycle.AssignActive); err != nil {
-			c.emit(Effect{Kind: Fail, Detail: err.Error()})
+			c.emit(Fail{Err: err.Error()})
 			return
 		}
 		c.tasks[id] = t
@@ -445,7 +445,7 @@ func (c *Core) revoked(r Revoked) {
 		c.close(t, lifecycle.Revoke)
 	}
 	if len(commit) == 0 {
-		c.emit(Effect{Kind: Reply, Request: r.Request})
+		c.emit(Reply{Request: r.Request})
 		return
 	}
 	seq := c.startCommit(commit, true)
@@ -475,7 +475,7 @@ func (c *Core) close(t *task, ev lifecycle.Event) {
 func (c *Core) drop(t *task) {
 	delete(c.tasks, t.id)
 	if !t.opening {
-		c.emit(Effect{Kind: Forget, Task: t.id})
+		c.emit(Forget{Task: t.id})
 	}
 }
 
@@ -498,7 +498,7 @@ func (c *Core) startCommit(tasks []string, final bool) int {
 	if !final {
 		c.lastCommit = c.ticks
 	}
-	c.emit(Effect{Kind: Commit, Seq: c.commitSeq, Tasks: tasks, Final: final})
+	c.emit(Commit{Seq: c.commitSeq, Tasks: tasks, Final: final})
 	return c.commitSeq
 }
 
@@ -526,7 +526,7 @@ func (c *Core) commitDone(d CommitDone) {
 		}
 	}
 	for _, r := range reqs {
-		c.emit(Effect{Kind: Reply, Request: r})
+		c.emit(Reply{Request: r})
 	}
 }
 
@@ -535,9 +535,9 @@ func (c *Core) opened(o Opened) {
 	if !ok {
 		// Dropped while opening: close what was opened.
 		if o.Err == "" {
-			c.emit(Effect{Kind: CloseStores, Task: o.Task})
+			c.emit(CloseStores{Task: o.Task})
 		}
-		c.emit(Effect{Kind: Forget, Task: o.Task})
+		c.emit(Forget{Task: o.Task})
 		return
 	}
 	if !t.opening {
@@ -546,7 +546,7 @@ func (c *Core) opened(o Opened) {
 	t.opening = false
 	if o.Err != "" {
 		if t.life.Role == lifecycle.Active {
-			c.emit(Effect{Kind: Fail, Detail: fmt.Sprintf("task %s: opening its stores: %s", t.id, o.Err)})
+			c.emit(Fail{Err: fmt.Sprintf("task %s: opening its stores: %s", t.id, o.Err)})
 		} else {
 			c.note(Note{Kind: NoteCannotStart, Task: t.id, Detail: o.Err})
 		}
@@ -678,7 +678,7 @@ func (c *Core) tick() {
 		if len(ids) > 0 {
 			c.endsSeq++
 			slices.Sort(ids)
-			c.emit(Effect{Kind: ReadEnds, Tasks: ids, Seq: c.endsSeq})
+			c.emit(ReadEnds{Seq: c.endsSeq, Tasks: ids})
 		}
 	}
 }
@@ -689,7 +689,7 @@ func (c *Core) stop(s Stop) {
 	}
 	if s.Restart {
 		c.left = true
-		c.emit(Effect{Kind: StopForRestart})
+		c.emit(StopForRestart{})
 		return
 	}
 	if c.leaving {
@@ -697,12 +697,12 @@ func (c *Core) stop(s Stop) {
 	}
 	c.leaving, c.drainStart = true, c.ticks
 	c.note(Note{Kind: NoteLeaving})
-	c.emit(Effect{Kind: Rejoin, Detail: "leaving"})
+	c.emit(Rejoin{Why: "leaving"})
 }
 
 func (c *Core) leave() {
 	c.left = true
-	c.emit(Effect{Kind: Leave})
+	c.emit(Leave{})
 }
 
 func sortedUnique(ids []string) []string {

@@ -124,69 +124,158 @@ func (Stop) input()       {}
 func (LeaveNow) input()   {}
 func (Led) input()        {}
 
-// Kind is the kind of an effect.
-type Kind int
-
-// Effects.
-const (
-	// OpenStores opens Task's stores; the runtime answers with Opened.
-	OpenStores Kind = iota
-	// CloseStores closes Task's stores, leaving its state on disk.
-	CloseStores
-	// StartRestore makes the changelog reader read Task's changelogs from
-	// Checkpoints; the runtime reports what it applies as Progress.
-	StartRestore
-	// StopRestore ends that.
-	StopRestore
-	// PauseInput and ResumeInput pause and resume Task's input.
-	PauseInput
-	ResumeInput
-	// StartProcessor creates Task's processor: it runs once Running says
-	// so.
-	StartProcessor
-	// Commit makes the work of Tasks durable (Final: a revoke waits for
-	// it); the runtime answers with CommitDone{Seq}.
-	Commit
-	// ReadEnds reads the changelog end offsets of Tasks' stores; the
-	// runtime answers with Ends{Seq}.
-	ReadEnds
-	// Rejoin asks the group for a rebalance.
-	Rejoin
-	// Reply answers the rebalance callback waiting on Request.
-	Reply
-	// Publish replaces what the subscription and status report.
-	Publish
-	// Leave commits and leaves the group: the drain is over.
-	Leave
-	// StopForRestart commits and stops without leaving the group.
-	StopForRestart
-	// Fail stops the instance with the error in Detail.
-	Fail
-	// Notify is a Note for logs, metrics and listeners.
-	Notify
-	// Forget: Task is no longer here. Its stores are closed (a
-	// CloseStores came first) or it had none; the runtime drops its half
-	// of the task, keeping its totals.
-	Forget
-)
-
-func (k Kind) String() string {
-	return [...]string{"open-stores", "close-stores", "start-restore", "stop-restore", "pause-input", "resume-input",
-		"start-processor", "commit", "read-ends", "rejoin", "reply", "publish", "leave", "stop-for-restart", "fail", "note", "forget"}[k]
+// Effect is an action for the runtime: one of the types below. String
+// renders it for traces and logs.
+type Effect interface {
+	effect()
+	String() string
 }
 
-// Effect is an action for the runtime.
-type Effect struct {
-	Kind        Kind
+// OpenStores opens Task's stores; the runtime answers with Opened.
+type OpenStores struct{ Task string }
+
+// CloseStores closes Task's stores, leaving its state on disk.
+type CloseStores struct{ Task string }
+
+// Forget: Task is no longer here. Its stores are closed (a CloseStores
+// came first) or it had none; the runtime drops its half of the task,
+// keeping its totals.
+type Forget struct{ Task string }
+
+// StartRestore makes the changelog reader read Task's changelogs from
+// Checkpoints (by store); the runtime reports what it applies as
+// Progress.
+type StartRestore struct {
 	Task        string
-	Tasks       []string
-	Seq         int
-	Request     int
-	Final       bool
 	Checkpoints map[string]int64
-	Snapshot    *Snapshot
-	Note        Note
-	Detail      string
+}
+
+// StopRestore ends a StartRestore.
+type StopRestore struct{ Task string }
+
+// PauseInput pauses Task's input.
+type PauseInput struct{ Task string }
+
+// ResumeInput resumes Task's input.
+type ResumeInput struct{ Task string }
+
+// StartProcessor creates Task's processor: it runs once Running says so.
+type StartProcessor struct{ Task string }
+
+// Commit makes the work of Tasks durable (Final: a revoke or the end
+// waits for it); the runtime answers with CommitDone{Seq}.
+type Commit struct {
+	Seq   int
+	Tasks []string
+	Final bool
+}
+
+// ReadEnds reads the changelog end offsets of Tasks' stores; the runtime
+// answers with Ends{Seq}.
+type ReadEnds struct {
+	Seq   int
+	Tasks []string
+}
+
+// Rejoin asks the group for a rebalance, for the reason Why.
+type Rejoin struct{ Why string }
+
+// Reply answers the rebalance callback waiting on Request.
+type Reply struct{ Request int }
+
+// Publish replaces what the subscription and status report.
+type Publish struct{ Snapshot *Snapshot }
+
+// Leave commits and leaves the group: the drain is over.
+type Leave struct{}
+
+// StopForRestart commits and stops without leaving the group.
+type StopForRestart struct{}
+
+// Fail stops the instance with the error Err.
+type Fail struct{ Err string }
+
+// Notify is a Note for logs, metrics and listeners.
+type Notify struct{ Note Note }
+
+func (OpenStores) effect()     {}
+func (CloseStores) effect()    {}
+func (Forget) effect()         {}
+func (StartRestore) effect()   {}
+func (StopRestore) effect()    {}
+func (PauseInput) effect()     {}
+func (ResumeInput) effect()    {}
+func (StartProcessor) effect() {}
+func (Commit) effect()         {}
+func (ReadEnds) effect()       {}
+func (Rejoin) effect()         {}
+func (Reply) effect()          {}
+func (Publish) effect()        {}
+func (Leave) effect()          {}
+func (StopForRestart) effect() {}
+func (Fail) effect()           {}
+func (Notify) effect()         {}
+
+func (e OpenStores) String() string     { return "open-stores " + e.Task }
+func (e CloseStores) String() string    { return "close-stores " + e.Task }
+func (e Forget) String() string         { return "forget " + e.Task }
+func (e StopRestore) String() string    { return "stop-restore " + e.Task }
+func (e PauseInput) String() string     { return "pause-input " + e.Task }
+func (e ResumeInput) String() string    { return "resume-input " + e.Task }
+func (e StartProcessor) String() string { return "start-processor " + e.Task }
+func (e Rejoin) String() string         { return "rejoin (" + e.Why + ")" }
+func (e Reply) String() string          { return fmt.Sprintf("reply req=%d", e.Request) }
+func (e Publish) String() string        { return "publish " + e.Snapshot.String() }
+func (Leave) String() string            { return "leave" }
+func (StopForRestart) String() string   { return "stop-for-restart" }
+func (e Fail) String() string           { return "fail (" + e.Err + ")" }
+
+func (e StartRestore) String() string {
+	var b strings.Builder
+	b.WriteString("start-restore " + e.Task)
+	for _, s := range slices.Sorted(maps.Keys(e.Checkpoints)) {
+		fmt.Fprintf(&b, " %s@%d", s, e.Checkpoints[s])
+	}
+	return b.String()
+}
+
+func (e Commit) String() string {
+	s := withTasks("commit", e.Tasks) + fmt.Sprintf(" seq=%d", e.Seq)
+	if e.Final {
+		s += " final"
+	}
+	return s
+}
+
+func (e ReadEnds) String() string {
+	return withTasks("read-ends", e.Tasks) + fmt.Sprintf(" seq=%d", e.Seq)
+}
+
+func withTasks(s string, tasks []string) string {
+	if len(tasks) > 0 {
+		s += " " + strings.Join(tasks, ",")
+	}
+	return s
+}
+
+func (e Notify) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "note %s", e.Note.Kind)
+	if e.Note.Task != "" {
+		fmt.Fprintf(&b, " %s", e.Note.Task)
+	}
+	if e.Note.Lag == UnknownLag {
+		b.WriteString(" lag=?")
+	} else if e.Note.Lag != 0 {
+		fmt.Fprintf(&b, " lag=%d", e.Note.Lag)
+	}
+	if e.Note.Count != 0 {
+		fmt.Fprintf(&b, " count=%d", e.Note.Count)
+	}
+	if e.Note.Detail != "" {
+		fmt.Fprintf(&b, " (%s)", e.Note.Detail)
+	}
+	return b.String()
 }
 
 // NoteKind is the kind of a Note.
@@ -272,7 +361,7 @@ func (c *Core) publishIfChanged() {
 		return
 	}
 	c.published = key
-	c.emit(Effect{Kind: Publish, Snapshot: s})
+	c.emit(Publish{Snapshot: s})
 }
 
 // String is a one-line rendering for traces.

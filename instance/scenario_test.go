@@ -3,7 +3,6 @@ package instance
 import (
 	"flag"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -224,50 +223,7 @@ func runScript(script string) (string, error) {
 
 func printEffects(out *strings.Builder, fx []Effect) {
 	for _, e := range fx {
-		fmt.Fprintf(out, "  %s", e.Kind)
-		switch e.Kind {
-		case Publish:
-			fmt.Fprintf(out, " %s", e.Snapshot)
-		case Notify:
-			fmt.Fprintf(out, " %s", e.Note.Kind)
-			if e.Note.Task != "" {
-				fmt.Fprintf(out, " %s", e.Note.Task)
-			}
-			if e.Note.Lag == UnknownLag {
-				out.WriteString(" lag=?")
-			} else if e.Note.Lag != 0 {
-				fmt.Fprintf(out, " lag=%d", e.Note.Lag)
-			}
-			if e.Note.Count != 0 {
-				fmt.Fprintf(out, " count=%d", e.Note.Count)
-			}
-			if e.Note.Detail != "" {
-				fmt.Fprintf(out, " (%s)", e.Note.Detail)
-			}
-		default:
-			if e.Task != "" {
-				fmt.Fprintf(out, " %s", e.Task)
-			}
-			if len(e.Tasks) > 0 {
-				fmt.Fprintf(out, " %s", strings.Join(e.Tasks, ","))
-			}
-			if e.Kind == Commit || e.Kind == ReadEnds {
-				fmt.Fprintf(out, " seq=%d", e.Seq)
-			}
-			if e.Final {
-				out.WriteString(" final")
-			}
-			if e.Kind == Reply {
-				fmt.Fprintf(out, " req=%d", e.Request)
-			}
-			for _, s := range slices.Sorted(maps.Keys(e.Checkpoints)) {
-				fmt.Fprintf(out, " %s@%d", s, e.Checkpoints[s])
-			}
-			if e.Detail != "" {
-				fmt.Fprintf(out, " (%s)", e.Detail)
-			}
-		}
-		out.WriteByte('\n')
+		fmt.Fprintf(out, "  %s\n", e)
 	}
 }
 
