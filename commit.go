@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/baton-streams/baton/instance"
+	"github.com/baton-streams/baton/internal/taskstore"
 )
 
 // committer makes processed work durable. There are two: at-least-once
@@ -297,7 +298,7 @@ func (c *atLeastOnce) begin(seq int, tasks []*task, _ bool) {
 	epoch := c.acks.cut()
 	for _, t := range tasks {
 		for _, s := range t.stores {
-			s.seal(epoch.id)
+			s.Seal(epoch.id)
 		}
 	}
 	c.begun = append(c.begun, time.Now())
@@ -317,7 +318,7 @@ func (c *atLeastOnce) done(r commitResult) (*commitWrite, instance.CommitDone) {
 		return nil, w.cd // the acknowledgements never came: nothing is durable
 	}
 	// The writes of the commit's epoch and of those before, acknowledged.
-	upTo := func(e sealed) bool { return e.epoch <= r.epoch }
+	upTo := func(e taskstore.Sealed) bool { return e.Epoch <= r.epoch }
 	for _, t := range c.a.tasks {
 		for _, s := range t.stores {
 			w.take(t, s, upTo)
@@ -341,40 +342,6 @@ func (c *atLeastOnce) final(ctx context.Context, tasks []*task) error {
 }
 
 func (c *atLeastOnce) abort() {}
-
-// sealed is a store's writes of one commit, waiting to be written to
-// the store: at-least-once, a commit epoch's writes waiting for their
-// acknowledgement (last is the last changelog record among them);
-// exactly-once, a committed transaction's writes (at is the acknowledged
-// end of the changelog then).
-type sealed struct {
-	epoch  uint64
-	writes map[string]pendingWrite
-	keys   []string // writes' keys, sorted
-	last   *kgo.Record
-	at     int64
-}
-
-// checkpoint is the changelog offset a store holds once it has w.
-func (w sealed) checkpoint() int64 {
-	if w.at > 0 {
-		return w.at
-	}
-	return w.last.Offset + 1
-}
-
-// seal moves the store's pending writes into the commit of epoch.
-func (s *taskStore) seal(epoch uint64) { s.sealAt(epoch, 0) }
-
-// sealAt seals the pending writes to be written with checkpoint at (0:
-// the offset after their last changelog record).
-func (s *taskStore) sealAt(epoch uint64, at int64) {
-	if len(s.pending) == 0 {
-		return
-	}
-	s.sealed = append(s.sealed, sealed{epoch: epoch, writes: s.pending, keys: s.pendingKeys, last: s.last, at: at})
-	s.pending, s.pendingKeys, s.last = map[string]pendingWrite{}, nil, nil
-}
 
 // inputOffsets are the next input offsets to commit for tasks, by topic
 // and partition.

@@ -43,12 +43,12 @@ func (h *harness) checkCopies() Option {
 		c.onStart = func(t *task) {
 			for _, name := range slices.Sorted(maps.Keys(t.stores)) {
 				s := t.stores[name]
-				sc := storeCopy{instance: inst, task: t.id, store: name, changelog: s.changelog, part: t.part,
-					checkpoint: s.checkpoint, data: map[string]string{}}
-				if len(s.pending) > 0 || len(s.sealed) > 0 {
-					sc.err = fmt.Errorf("%d pending and %d sealed writes before it processed anything", len(s.pending), len(s.sealed))
+				sc := storeCopy{instance: inst, task: t.id, store: name, changelog: s.Changelog, part: t.part,
+					checkpoint: s.Checkpoint, data: map[string]string{}}
+				if s.Pending() > 0 || len(s.Sealed) > 0 {
+					sc.err = fmt.Errorf("%d pending and %d sealed writes before it processed anything", s.Pending(), len(s.Sealed))
 				}
-				if err := s.st.Iterate(nil, nil, func(k, v []byte) error {
+				if err := s.State.Iterate(nil, nil, func(k, v []byte) error {
 					sc.data[string(k)] = string(v)
 					return nil
 				}); err != nil && sc.err == nil {

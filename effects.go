@@ -14,6 +14,7 @@ import (
 
 	"github.com/baton-streams/baton/assign"
 	"github.com/baton-streams/baton/instance"
+	"github.com/baton-streams/baton/internal/taskstore"
 	"github.com/baton-streams/baton/member"
 	"github.com/baton-streams/baton/protocol"
 	"github.com/baton-streams/baton/state"
@@ -27,11 +28,11 @@ import (
 // to restore from scratch. It runs off the loop, and waits for the end
 // of every store with state; the ends of empty stores it could not read
 // are missing from the answer.
-func (a *App) openStores(ctx context.Context, id string, part int32, specs []topology.StoreSpec) (map[string]*taskStore, map[string]int64, error) {
-	stores := map[string]*taskStore{}
+func (a *App) openStores(ctx context.Context, id string, part int32, specs []topology.StoreSpec) (map[string]*taskstore.Store, map[string]int64, error) {
+	stores := map[string]*taskstore.Store{}
 	closeAll := func() {
 		for _, s := range stores {
-			s.st.Close()
+			s.State.Close()
 		}
 	}
 	for _, spec := range specs {
@@ -43,7 +44,7 @@ func (a *App) openStores(ctx context.Context, id string, part int32, specs []top
 			closeAll()
 			return nil, nil, err
 		}
-		s := &taskStore{name: spec.Name, changelog: spec.Changelog, st: st, pending: map[string]pendingWrite{}, source: spec.Source, limit: -1}
+		s := taskstore.New(spec.Name, spec.Changelog, st, spec.Source)
 		cp, has, err := st.Checkpoint()
 		if err != nil {
 			st.Close()
@@ -51,9 +52,9 @@ func (a *App) openStores(ctx context.Context, id string, part int32, specs []top
 			return nil, nil, fmt.Errorf("baton: task %s store %s: reading checkpoint: %w", id, spec.Name, err)
 		}
 		if has {
-			s.checkpoint = cp
+			s.Checkpoint = cp
 		}
-		s.acked.Store(s.checkpoint)
+		s.Acked.Store(s.Checkpoint)
 		stores[spec.Name] = s
 	}
 	if len(stores) == 0 {
@@ -61,7 +62,7 @@ func (a *App) openStores(ctx context.Context, id string, part int32, specs []top
 	}
 	var topics []string
 	for _, s := range stores {
-		topics = append(topics, s.changelog)
+		topics = append(topics, s.Changelog)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -74,9 +75,9 @@ func (a *App) openStores(ctx context.Context, id string, part int32, specs []top
 	// a checkpoint past it is state of another history (see below), and
 	// the restore cannot go on before the changelog's leader answers
 	// anyway.
-	endKnown := func(s *taskStore) bool {
-		o, ok := listed.Lookup(s.changelog, part)
-		return s.checkpoint == 0 || err == nil && ok && o.Err == nil
+	endKnown := func(s *taskstore.Store) bool {
+		o, ok := listed.Lookup(s.Changelog, part)
+		return s.Checkpoint == 0 || err == nil && ok && o.Err == nil
 	}
 	for wait := 250 * time.Millisecond; !allStores(stores, endKnown); wait = min(2*wait, 2*time.Second) {
 		if wait == 250*time.Millisecond {
@@ -99,29 +100,29 @@ func (a *App) openStores(ctx context.Context, id string, part int32, specs []top
 	}
 	for _, s := range stores {
 		wipe := func(why string, args ...any) {
-			a.log.Warn(why, append([]any{"task", id, "store", s.name, "checkpoint", s.checkpoint}, args...)...)
-			if werr := s.st.Wipe(); werr != nil {
+			a.log.Warn(why, append([]any{"task", id, "store", s.Name, "checkpoint", s.Checkpoint}, args...)...)
+			if werr := s.State.Wipe(); werr != nil {
 				a.log.Warn("wiping store", "task", id, "err", werr)
 			}
-			s.checkpoint = 0
-			s.acked.Store(0)
+			s.Checkpoint = 0
+			s.Acked.Store(0)
 		}
-		if o, ok := starts.Lookup(s.changelog, part); serr == nil && ok && o.Err == nil && s.checkpoint > 0 && s.checkpoint < o.Offset {
+		if o, ok := starts.Lookup(s.Changelog, part); serr == nil && ok && o.Err == nil && s.Checkpoint > 0 && s.Checkpoint < o.Offset {
 			wipe("local state is behind its changelog's start; wiping it and restoring", "changelog_start", o.Offset)
 		}
-		o, ok := listed.Lookup(s.changelog, part)
+		o, ok := listed.Lookup(s.Changelog, part)
 		if err != nil || !ok || o.Err != nil {
 			continue // unknown: the core reads it again
 		}
-		if s.checkpoint > o.Offset {
+		if s.Checkpoint > o.Offset {
 			wipe("local state is ahead of its changelog (its checkpoint is past the changelog's end: state from another cluster, or a changelog deleted and created again); wiping it and restoring", "end", o.Offset)
 		}
-		ends[s.name] = o.Offset
+		ends[s.Name] = o.Offset
 	}
 	return stores, ends, nil
 }
 
-func allStores(stores map[string]*taskStore, ok func(*taskStore) bool) bool {
+func allStores(stores map[string]*taskstore.Store, ok func(*taskstore.Store) bool) bool {
 	for _, s := range stores {
 		if !ok(s) {
 			return false
@@ -132,17 +133,17 @@ func allStores(stores map[string]*taskStore, ok func(*taskStore) bool) bool {
 
 // endError is why a listing of changelog end offsets did not give every
 // store's end.
-func endError(stores map[string]*taskStore, listed kadm.ListedOffsets, err error, part int32) error {
+func endError(stores map[string]*taskstore.Store, listed kadm.ListedOffsets, err error, part int32) error {
 	if err != nil {
 		return err
 	}
 	for _, s := range stores {
-		o, ok := listed.Lookup(s.changelog, part)
+		o, ok := listed.Lookup(s.Changelog, part)
 		if !ok {
-			return fmt.Errorf("%s[%d]: not in the answer", s.changelog, part)
+			return fmt.Errorf("%s[%d]: not in the answer", s.Changelog, part)
 		}
 		if o.Err != nil {
-			return fmt.Errorf("%s[%d]: %w", s.changelog, part, o.Err)
+			return fmt.Errorf("%s[%d]: %w", s.Changelog, part, o.Err)
 		}
 	}
 	return nil
@@ -158,7 +159,7 @@ func (a *App) closeTask(t *task) {
 		return
 	}
 	stores := t.stores
-	t.stores = map[string]*taskStore{}
+	t.stores = map[string]*taskstore.Store{}
 	done := make(chan struct{})
 	prev := a.closing[t.id]
 	a.closing[t.id] = done
@@ -177,7 +178,7 @@ func (a *App) closeTask(t *task) {
 			<-written
 		}
 		for name, s := range stores {
-			if err := s.st.Close(); err != nil {
+			if err := s.State.Close(); err != nil {
 				a.log.Warn("closing store", "task", t.id, "store", name, "err", err)
 			}
 		}

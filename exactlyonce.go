@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/baton-streams/baton/instance"
+	"github.com/baton-streams/baton/internal/taskstore"
 )
 
 // Guarantee is what an App promises about records it processes when an
@@ -185,10 +186,10 @@ func (c *transactional) done(r commitResult) (*commitWrite, instance.CommitDone)
 	case r.committed:
 		// The transaction's writes, sealed at the changelogs' ends it
 		// committed, go to the stores.
-		all := func(sealed) bool { return true }
+		all := func(taskstore.Sealed) bool { return true }
 		for _, t := range c.a.activeTasks() {
 			for _, s := range t.stores {
-				s.sealAt(0, s.acked.Load())
+				s.SealAt(0, s.Acked.Load())
 				w.take(t, s, all)
 			}
 		}
@@ -222,12 +223,12 @@ func (c *transactional) rollback() {
 			where = append(where, "processed_to_"+topic, eo.Offset)
 		}
 		for _, s := range t.stores {
-			s.clearPending()
-			if acked := s.acked.Load(); acked > s.checkpoint && !s.source {
-				s.inDoubt = max(s.inDoubt, acked)
+			s.ClearPending()
+			if acked := s.Acked.Load(); acked > s.Checkpoint && !s.Source {
+				s.InDoubt = max(s.InDoubt, acked)
 			}
-			where = append(where, "store_"+s.name, fmt.Sprintf("checkpoint %d, acked %d, in doubt to %d", s.checkpoint, s.acked.Load(), s.inDoubt))
-			s.acked.Store(s.checkpoint)
+			where = append(where, "store_"+s.Name, fmt.Sprintf("checkpoint %d, acked %d, in doubt to %d", s.Checkpoint, s.Acked.Load(), s.InDoubt))
+			s.Acked.Store(s.Checkpoint)
 		}
 		a.log.Info("rolled back", append([]any{"task", t.id}, where...)...)
 		clear(t.offsets)
@@ -529,7 +530,7 @@ func txnErr(what string, err error) error {
 // aborted transaction find it by changelog partition.
 type storeOfTask struct {
 	t *task
-	s *taskStore
+	s *taskstore.Store
 }
 
 // catchUpStores applies to the stores of active tasks what their
@@ -541,14 +542,14 @@ func (a *App) catchUpStores(ctx context.Context, tasks []*task) error {
 	var topics []string
 	for _, t := range tasks {
 		for _, s := range t.stores {
-			if s.source {
+			if s.Source {
 				continue // it follows the input's commits: catchUpSources
 			}
-			if byPart[s.changelog] == nil {
-				byPart[s.changelog] = map[int32]storeOfTask{}
-				topics = append(topics, s.changelog)
+			if byPart[s.Changelog] == nil {
+				byPart[s.Changelog] = map[int32]storeOfTask{}
+				topics = append(topics, s.Changelog)
 			}
-			byPart[s.changelog][t.part] = storeOfTask{t, s}
+			byPart[s.Changelog][t.part] = storeOfTask{t, s}
 		}
 	}
 	if len(topics) == 0 {
@@ -568,7 +569,7 @@ func (a *App) catchUpStores(ctx context.Context, tasks []*task) error {
 		pending := ""
 		for topic, parts := range byPart {
 			for p, c := range parts {
-				if o, ok := ends.Lookup(topic, p); c.s.inDoubt > 0 && (!ok || o.Err != nil || o.Offset <= c.s.inDoubt) {
+				if o, ok := ends.Lookup(topic, p); c.s.InDoubt > 0 && (!ok || o.Err != nil || o.Offset <= c.s.InDoubt) {
 					pending = fmt.Sprintf("%s[%d]", topic, p)
 				}
 			}
@@ -584,7 +585,7 @@ func (a *App) catchUpStores(ctx context.Context, tasks []*task) error {
 	}
 	for _, parts := range byPart {
 		for _, c := range parts {
-			c.s.inDoubt = 0
+			c.s.InDoubt = 0
 		}
 	}
 	upTo := map[topicPart]int64{}
@@ -606,8 +607,8 @@ func (a *App) catchUpSources(ctx context.Context, tasks []*task, set map[string]
 	upTo := map[topicPart]int64{}
 	for _, t := range tasks {
 		for _, s := range t.stores {
-			if eo, ok := set[s.changelog][t.part]; ok && s.source {
-				upTo[topicPart{s.changelog, t.part}] = eo.Offset
+			if eo, ok := set[s.Changelog][t.part]; ok && s.Source {
+				upTo[topicPart{s.Changelog, t.part}] = eo.Offset
 			}
 		}
 	}
@@ -623,16 +624,16 @@ func (a *App) applyUpTo(ctx context.Context, tasks []*task, upTo map[topicPart]i
 	behind := map[string]map[int32]int64{}
 	for _, t := range tasks {
 		for _, s := range t.stores {
-			end, ok := upTo[topicPart{s.changelog, t.part}]
-			if !ok || end <= s.checkpoint {
+			end, ok := upTo[topicPart{s.Changelog, t.part}]
+			if !ok || end <= s.Checkpoint {
 				continue
 			}
-			if from[s.changelog] == nil {
-				byPart[s.changelog], from[s.changelog], behind[s.changelog] = map[int32]storeOfTask{}, map[int32]kgo.Offset{}, map[int32]int64{}
+			if from[s.Changelog] == nil {
+				byPart[s.Changelog], from[s.Changelog], behind[s.Changelog] = map[int32]storeOfTask{}, map[int32]kgo.Offset{}, map[int32]int64{}
 			}
-			byPart[s.changelog][t.part] = storeOfTask{t, s}
-			from[s.changelog][t.part] = kgo.NewOffset().At(s.checkpoint)
-			behind[s.changelog][t.part] = end
+			byPart[s.Changelog][t.part] = storeOfTask{t, s}
+			from[s.Changelog][t.part] = kgo.NewOffset().At(s.Checkpoint)
+			behind[s.Changelog][t.part] = end
 		}
 	}
 	if len(from) == 0 {
@@ -660,7 +661,7 @@ func (a *App) applyUpTo(ctx context.Context, tasks []*task, upTo map[topicPart]i
 			if !ok || !want || len(fp.Records) == 0 || ferr != nil {
 				return
 			}
-			from := c.s.checkpoint
+			from := c.s.Checkpoint
 			recs := fp.Records
 			if i := slices.IndexFunc(recs, func(r *kgo.Record) bool { return r.Offset >= end }); i >= 0 {
 				recs = recs[:i]
@@ -674,15 +675,15 @@ func (a *App) applyUpTo(ctx context.Context, tasks []*task, upTo map[topicPart]i
 			if a.cfg.onCatchUp != nil {
 				a.cfg.onCatchUp(ctx)
 			}
-			if _, err := c.s.applyChangelog(recs); err != nil {
-				ferr = fmt.Errorf("baton: task %s store %s: catching up: %w", c.t.id, c.s.name, err)
+			if _, err := c.s.ApplyChangelog(recs); err != nil {
+				ferr = fmt.Errorf("baton: task %s store %s: catching up: %w", c.t.id, c.s.Name, err)
 				return
 			}
-			next := c.s.checkpoint
+			next := c.s.Checkpoint
 			if len(recs) < len(fp.Records) {
 				next = end // the records left are past it
 			}
-			a.log.Info("store caught up with "+what, "task", c.t.id, "store", c.s.name, "from", from, "to", next, "records", data)
+			a.log.Info("store caught up with "+what, "task", c.t.id, "store", c.s.Name, "from", from, "to", next, "records", data)
 			if next >= end {
 				delete(behind[fp.Topic], fp.Partition)
 				left--

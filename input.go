@@ -3,7 +3,6 @@ package baton
 import (
 	"cmp"
 	"context"
-	"github.com/baton-streams/baton/internal/measure"
 	"maps"
 	"math"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/autoscale"
+	"github.com/baton-streams/baton/internal/measure"
 )
 
 // topicPart names a partition of a topic the App reads or writes.

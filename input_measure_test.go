@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/baton-streams/baton/internal/measure"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton/internal/measure"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -3,7 +3,6 @@ package baton
 import (
 	"context"
 	"fmt"
-	"github.com/baton-streams/baton/internal/errs"
 	"log/slog"
 	"os"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/baton-streams/baton/assign"
 	"github.com/baton-streams/baton/autoscale"
+	"github.com/baton-streams/baton/internal/errs"
 	"github.com/baton-streams/baton/state"
 )
 

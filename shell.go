@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/baton-streams/baton/internal/restore"
 	"slices"
 	"sort"
 	"sync"
@@ -15,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/instance"
+	"github.com/baton-streams/baton/internal/restore"
+	"github.com/baton-streams/baton/internal/taskstore"
 	"github.com/baton-streams/baton/lifecycle"
 	"github.com/baton-streams/baton/state"
 	"github.com/baton-streams/baton/topology"
@@ -126,7 +127,7 @@ func (c loopChans) close() { c.closeOnce.Do(func() { close(c.done) }) }
 type openResult struct {
 	t      *task
 	in     instance.Opened
-	stores map[string]*taskStore // nil when in.Err says why not
+	stores map[string]*taskstore.Store // nil when in.Err says why not
 }
 
 func newLoopChans() loopChans {
@@ -587,7 +588,7 @@ func (a *App) runtimeTask(id string) *task {
 		return t
 	}
 	sub, part, _ := topology.ParseTaskID(id)
-	t := &task{id: id, sub: a.subs[sub], part: part, stores: map[string]*taskStore{}, offsets: map[string]kgo.EpochOffset{}}
+	t := &task{id: id, sub: a.subs[sub], part: part, stores: map[string]*taskstore.Store{}, offsets: map[string]kgo.EpochOffset{}}
 	a.tasks[id] = t
 	return t
 }
@@ -612,9 +613,9 @@ func (s *shell) startRestore(t *task, cps map[string]int64) {
 	}
 	for name, st := range t.stores {
 		s.sessions++
-		st.session = s.sessions
-		st.parked = false
-		s.restorer.Start(restore.TopicPart{Topic: st.changelog, Part: t.part}, kgo.NewOffset().At(cps[name]), st.session)
+		st.Session = s.sessions
+		st.Parked = false
+		s.restorer.Start(restore.TopicPart{Topic: st.Changelog, Part: t.part}, kgo.NewOffset().At(cps[name]), st.Session)
 	}
 	t.reading = true
 }
@@ -629,15 +630,15 @@ func (s *shell) limits(e instance.Ends) {
 			continue
 		}
 		st := t.stores[k.Store]
-		if st == nil || !st.source {
+		if st == nil || !st.Source {
 			continue
 		}
-		st.limit = end
-		if st.parked && t.reading && end > st.checkpoint {
-			st.parked = false
+		st.Limit = end
+		if st.Parked && t.reading && end > st.Checkpoint {
+			st.Parked = false
 			s.sessions++
-			st.session = s.sessions
-			s.restorer.Start(restore.TopicPart{Topic: st.changelog, Part: t.part}, kgo.NewOffset().At(st.checkpoint), st.session)
+			st.Session = s.sessions
+			s.restorer.Start(restore.TopicPart{Topic: st.Changelog, Part: t.part}, kgo.NewOffset().At(st.Checkpoint), st.Session)
 		}
 	}
 }
@@ -647,8 +648,8 @@ func (s *shell) stopRestore(t *task) {
 		return
 	}
 	for _, st := range t.stores {
-		s.restorer.Stop(restore.TopicPart{Topic: st.changelog, Part: t.part})
-		st.session = 0
+		s.restorer.Stop(restore.TopicPart{Topic: st.Changelog, Part: t.part})
+		st.Session = 0
 	}
 	t.reading = false
 }
@@ -672,21 +673,21 @@ func (s *shell) restored(c restore.Chunk) {
 			continue
 		}
 		st := t.stores[ref.name]
-		if st == nil || st.session != p.Session {
+		if st == nil || st.Session != p.Session {
 			continue
 		}
 		if errors.Is(p.Err, kerr.OffsetOutOfRange) {
 			if !s.rebuild(t, st, p.TP, p.Err) {
 				return
 			}
-			rebuilt = append(rebuilt, instance.Progress{Task: id, Store: st.name, Checkpoint: st.checkpoint, End: -1})
+			rebuilt = append(rebuilt, instance.Progress{Task: id, Store: st.Name, Checkpoint: st.Checkpoint, End: -1})
 			continue
 		}
 		recs, end := p.Recs, p.HWM
-		if st.source {
+		if st.Source {
 			recs, end = s.upToLimit(t, st, p)
 		}
-		job.parts = append(job.parts, applyPart{t: t, st: st, session: st.session, from: st.checkpoint, recs: recs, end: end})
+		job.parts = append(job.parts, applyPart{t: t, st: st, session: st.Session, from: st.Checkpoint, recs: recs, end: end})
 	}
 	for _, p := range rebuilt {
 		s.step(p)
@@ -722,7 +723,7 @@ type applyJob struct {
 
 type applyPart struct {
 	t       *task
-	st      *taskStore
+	st      *taskstore.Store
 	session uint64
 	from    int64 // the store's checkpoint when the chunk was taken
 	recs    []*kgo.Record
@@ -739,9 +740,9 @@ func (j *applyJob) run(ch loopChans) {
 		j.next[i] = p.from
 	}
 	for i, p := range j.parts {
-		next, err := applyChangelog(p.st.st, &b, p.from, p.recs)
+		next, err := taskstore.ApplyChangelog(p.st.State, &b, p.from, p.recs)
 		if err != nil {
-			j.err = fmt.Errorf("baton: task %s store %s: restoring: %w", p.t.id, p.st.name, err)
+			j.err = fmt.Errorf("baton: task %s store %s: restoring: %w", p.t.id, p.st.Name, err)
 			break
 		}
 		j.next[i] = next
@@ -783,7 +784,7 @@ func (s *shell) settle(j *applyJob) {
 	j.settled = true
 	a := s.a
 	for i, p := range j.parts {
-		n := p.st.advance(j.next[i])
+		n := p.st.Advance(j.next[i])
 		if n <= 0 {
 			continue
 		}
@@ -808,10 +809,10 @@ func (s *shell) applied(j *applyJob) {
 	s.settle(j)
 	var progress []instance.Progress
 	for _, p := range j.parts {
-		if t := s.a.tasks[p.t.id]; t != p.t || !t.reading || p.st.session != p.session {
+		if t := s.a.tasks[p.t.id]; t != p.t || !t.reading || p.st.Session != p.session {
 			continue
 		}
-		progress = append(progress, instance.Progress{Task: p.t.id, Store: p.st.name, Checkpoint: p.st.checkpoint, End: p.end})
+		progress = append(progress, instance.Progress{Task: p.t.id, Store: p.st.Name, Checkpoint: p.st.Checkpoint, End: p.end})
 	}
 	for _, p := range progress {
 		s.step(p)
@@ -822,23 +823,23 @@ func (s *shell) applied(j *applyJob) {
 // input topic may take (those before its limit) and the end to report
 // (the limit; -1 while it is not known). Past the limit, it stops the
 // store's restore; limits starts it again.
-func (s *shell) upToLimit(t *task, st *taskStore, p restore.Part) ([]*kgo.Record, int64) {
-	if st.limit < 0 {
+func (s *shell) upToLimit(t *task, st *taskstore.Store, p restore.Part) ([]*kgo.Record, int64) {
+	if st.Limit < 0 {
 		s.park(t, st)
 		return nil, -1
 	}
 	for i, r := range p.Recs {
-		if r.Offset >= st.limit {
+		if r.Offset >= st.Limit {
 			s.park(t, st)
-			return p.Recs[:i], st.limit
+			return p.Recs[:i], st.Limit
 		}
 	}
-	return p.Recs, st.limit
+	return p.Recs, st.Limit
 }
 
-func (s *shell) park(t *task, st *taskStore) {
-	s.restorer.Stop(restore.TopicPart{Topic: st.changelog, Part: t.part})
-	st.session, st.parked = 0, true
+func (s *shell) park(t *task, st *taskstore.Store) {
+	s.restorer.Stop(restore.TopicPart{Topic: st.Changelog, Part: t.part})
+	st.Session, st.Parked = 0, true
 }
 
 // rebuild wipes a store whose changelog no longer holds the records it
@@ -847,20 +848,20 @@ func (s *shell) park(t *task, st *taskStore) {
 // its start. Going on from the start without the wipe would keep every
 // value the lost records changed. It runs on the loop, which owns the
 // store; it is rare. It returns false if the App failed.
-func (s *shell) rebuild(t *task, st *taskStore, tp restore.TopicPart, cause error) bool {
+func (s *shell) rebuild(t *task, st *taskstore.Store, tp restore.TopicPart, cause error) bool {
 	a := s.a
 	a.log.Warn("changelog records the store lacks are gone; wiping it and restoring from the changelog's start",
-		"task", t.id, "store", st.name, "checkpoint", st.checkpoint, "err", cause)
-	if err := st.st.Wipe(); err != nil {
-		a.fail(fmt.Errorf("baton: task %s store %s: wiping after its changelog was truncated: %w", t.id, st.name, err))
+		"task", t.id, "store", st.Name, "checkpoint", st.Checkpoint, "err", cause)
+	if err := st.State.Wipe(); err != nil {
+		a.fail(fmt.Errorf("baton: task %s store %s: wiping after its changelog was truncated: %w", t.id, st.Name, err))
 		return false
 	}
-	st.checkpoint = 0
-	st.acked.Store(0)
+	st.Checkpoint = 0
+	st.Acked.Store(0)
 	s.sessions++
-	st.session = s.sessions
-	s.restorer.Start(tp, kgo.NewOffset().AtStart(), st.session)
-	a.emit(Event{Kind: EventStoreRebuilt, Task: t.id, Detail: st.name})
+	st.Session = s.sessions
+	s.restorer.Start(tp, kgo.NewOffset().AtStart(), st.Session)
+	a.emit(Event{Kind: EventStoreRebuilt, Task: t.id, Detail: st.Name})
 	return true
 }
 
@@ -894,7 +895,7 @@ func (s *shell) storesOpened(o openResult) {
 	if o.in.Err == "" {
 		t.stores = o.stores
 		for name, st := range o.stores {
-			o.in.Checkpoints[name] = st.checkpoint
+			o.in.Checkpoints[name] = st.Checkpoint
 		}
 	}
 	s.step(o.in)
@@ -927,8 +928,8 @@ func (a *App) openAsync(t *task) {
 		case ch.opened <- openResult{t: t, in: in, stores: stores}:
 		case <-ch.done:
 			for _, s := range stores {
-				if err := s.st.Close(); err != nil {
-					a.log.Warn("closing store", "task", t.id, "store", s.name, "err", err)
+				if err := s.State.Close(); err != nil {
+					a.log.Warn("closing store", "task", t.id, "store", s.Name, "err", err)
 				}
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/baton-streams/baton/instance"
+	"github.com/baton-streams/baton/internal/taskstore"
 	"github.com/baton-streams/baton/state"
 )
 
@@ -35,8 +36,8 @@ type commitWrite struct {
 // out in order, and the checkpoint the store has once they are written.
 type writePart struct {
 	t       *task
-	st      *taskStore
-	entries []sealed
+	st      *taskstore.Store
+	entries []taskstore.Sealed
 	cp      int64
 }
 
@@ -50,13 +51,13 @@ func newCommitWrite(seq int, err error) *commitWrite {
 
 // take hands the sealed writes of t's store st that upTo accepts, oldest
 // first and not handed to another job yet, to w.
-func (w *commitWrite) take(t *task, st *taskStore, upTo func(sealed) bool) {
-	p := writePart{t: t, st: st, cp: st.checkpoint}
-	for st.writing < len(st.sealed) && upTo(st.sealed[st.writing]) {
-		e := st.sealed[st.writing]
+func (w *commitWrite) take(t *task, st *taskstore.Store, upTo func(taskstore.Sealed) bool) {
+	p := writePart{t: t, st: st, cp: st.Checkpoint}
+	for st.Writing < len(st.Sealed) && upTo(st.Sealed[st.Writing]) {
+		e := st.Sealed[st.Writing]
 		p.entries = append(p.entries, e)
-		p.cp = max(p.cp, e.checkpoint())
-		st.writing++
+		p.cp = max(p.cp, e.Checkpoint())
+		st.Writing++
 	}
 	if len(p.entries) == 0 {
 		return
@@ -65,7 +66,7 @@ func (w *commitWrite) take(t *task, st *taskStore, upTo func(sealed) bool) {
 	if w.cd.Checkpoints[t.id] == nil {
 		w.cd.Checkpoints[t.id] = map[string]int64{}
 	}
-	w.cd.Checkpoints[t.id][st.name] = p.cp
+	w.cd.Checkpoints[t.id][st.Name] = p.cp
 }
 
 // run writes each store's part in one batch, oldest writes first, with its
@@ -74,18 +75,8 @@ func (w *commitWrite) run() {
 	defer close(w.done)
 	var b state.Batch
 	for _, p := range w.parts {
-		b.Reset()
-		for _, e := range p.entries {
-			for _, k := range e.keys {
-				if v := e.writes[k].value; v == nil {
-					b.Delete([]byte(k))
-				} else {
-					b.Put([]byte(k), v)
-				}
-			}
-		}
-		if err := p.st.st.Apply(&b, p.cp); err != nil {
-			w.err = fmt.Errorf("baton: task %s store %s: applying at changelog offset %d: %w", p.t.id, p.st.name, p.cp, err)
+		if err := taskstore.WriteSealed(p.st.State, &b, p.entries, p.cp); err != nil {
+			w.err = fmt.Errorf("baton: task %s store %s: applying at changelog offset %d: %w", p.t.id, p.st.Name, p.cp, err)
 			return
 		}
 	}
@@ -148,13 +139,13 @@ func (s *shell) settleWrite(w *commitWrite) {
 	}
 	w.settled = true
 	for _, p := range w.parts {
-		if s.a.tasks[p.t.id] != p.t || p.t.stores[p.st.name] != p.st {
+		if s.a.tasks[p.t.id] != p.t || p.t.stores[p.st.Name] != p.st {
 			continue // closed since
 		}
 		n := len(p.entries)
-		p.st.sealed = p.st.sealed[n:]
-		p.st.writing -= n
-		p.st.checkpoint = max(p.st.checkpoint, p.cp)
+		p.st.Sealed = p.st.Sealed[n:]
+		p.st.Writing -= n
+		p.st.Checkpoint = max(p.st.Checkpoint, p.cp)
 	}
 }
 

@@ -2,8 +2,6 @@ package baton
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -11,7 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/baton-streams/baton/state"
+	"github.com/baton-streams/baton/internal/taskstore"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -23,7 +21,7 @@ type task struct {
 	id      string
 	sub     topology.Subtopology
 	part    int32
-	stores  map[string]*taskStore // open stores, by name
+	stores  map[string]*taskstore.Store // open stores, by name
 	proc    topology.Processor
 	worker  int
 	ctx     *taskContext
@@ -53,112 +51,6 @@ type task struct {
 	// the task was active here, over the life of this task (replayed
 	// restarts at each activation; this does not).
 	restored atomic.Int64
-}
-
-// taskStore is one store of a task: the local state.Store plus, while
-// active, the writes not yet applied (they wait for the changelog's
-// acknowledgement).
-type taskStore struct {
-	name      string
-	changelog string
-	st        state.Store
-	// checkpoint is the next changelog offset the store's data lacks.
-	checkpoint int64
-	// session is the restorer's session reading the changelog into the
-	// store; 0 when none does.
-	session uint64
-
-	pending map[string]pendingWrite
-	// pendingKeys are pending's keys in ascending order, for Iterate.
-	pendingKeys []string
-	// last is the last changelog record of the pending writes; sealed
-	// holds earlier writes waiting for their commit (at-least-once).
-	last   *kgo.Record
-	sealed []sealed
-	// writing counts the first sealed writes handed to a commit's store
-	// write under way (commitWrite); the loop drops them once written.
-	writing int
-	// acked is the next offset after the highest changelog write the
-	// cluster acknowledged; written from produce callbacks.
-	acked atomic.Int64
-	// inDoubt, under exactly-once, is acked when a transaction with
-	// writes to this store was rolled back: its outcome is known once the
-	// changelog's last stable offset passes it (see catchUpStores).
-	inDoubt int64
-
-	// source: the changelog is an input topic of the task (a table's,
-	// topology.StoreSpec.Source). Processing writes nothing to it: the
-	// store's checkpoint is the input offset. A restore stops at limit,
-	// the group's committed offset of that input (-1: not known yet),
-	// since the active task processes again from there and must find the
-	// store as it was then; parked says the restore stopped there and
-	// starts again from the checkpoint once limit passes it.
-	source bool
-	limit  int64
-	parked bool
-}
-
-type pendingWrite struct {
-	value []byte // nil: delete
-}
-
-// applyChangelog applies changelog records at or past the checkpoint to
-// the store, in one batch with the new checkpoint, and returns how far
-// the checkpoint moved. Transaction markers move it without data.
-func (s *taskStore) applyChangelog(recs []*kgo.Record) (int64, error) {
-	return s.applyChangelogWith(&state.Batch{}, recs)
-}
-
-// applyChangelogWith is applyChangelog building its writes in b, which it
-// leaves reset: a caller applying many fetches can keep one b.
-func (s *taskStore) applyChangelogWith(b *state.Batch, recs []*kgo.Record) (int64, error) {
-	next, err := applyChangelog(s.st, b, s.checkpoint, recs)
-	if err != nil {
-		return 0, err
-	}
-	return s.advance(next), nil
-}
-
-// advance moves the checkpoint to next, if that is further, and returns
-// how far it moved.
-func (s *taskStore) advance(next int64) int64 {
-	if next <= s.checkpoint {
-		return 0
-	}
-	n := next - s.checkpoint
-	s.checkpoint = next
-	s.acked.Store(next)
-	return n
-}
-
-// applyChangelog writes to st, in one batch built in b (left reset) with
-// the new checkpoint, the changelog records at or past from, and returns
-// the checkpoint after them (from when there were none). It touches
-// nothing but st, so it may run off the loop while the loop keeps the
-// store's other fields.
-func applyChangelog(st state.Store, b *state.Batch, from int64, recs []*kgo.Record) (int64, error) {
-	defer b.Reset()
-	next := from
-	for _, r := range recs {
-		if r.Offset < next {
-			continue
-		}
-		next = r.Offset + 1
-		switch {
-		case r.Attrs.IsControl():
-		case r.Value == nil:
-			b.Delete(r.Key)
-		default:
-			b.Put(r.Key, r.Value)
-		}
-	}
-	if next == from {
-		return from, nil
-	}
-	if err := st.Apply(b, next); err != nil {
-		return from, fmt.Errorf("applying up to changelog offset %d: %w", next, err)
-	}
-	return next, nil
 }
 
 // taskContext is the topology.Context of a task.
@@ -209,73 +101,15 @@ func (a *App) produced(r *kgo.Record, err error) {
 // the commit applies them with the acknowledged offset.
 type storeView struct {
 	c *taskContext
-	s *taskStore
+	s *taskstore.Store
 }
 
-func (v *storeView) Get(key []byte) ([]byte, bool, error) {
-	if w, ok := v.s.pending[string(key)]; ok {
-		return w.value, w.value != nil, nil
-	}
-	for i := len(v.s.sealed) - 1; i >= 0; i-- {
-		if w, ok := v.s.sealed[i].writes[string(key)]; ok {
-			return w.value, w.value != nil, nil
-		}
-	}
-	return v.s.st.Get(key)
-}
+func (v *storeView) Get(key []byte) ([]byte, bool, error) { return v.s.Get(key) }
 
-// Iterate merges the task's writes not yet applied (the sealed ones, then
-// the pending ones, the newest winning) with the store's data, in key
-// order. The writes are snapshotted first, so fn may write.
+// Iterate merges the task's writes not yet applied with the store's data,
+// in key order (taskstore.Store.Iterate).
 func (v *storeView) Iterate(start, end []byte, fn func(key, value []byte) error) error {
-	in := func(k string) bool {
-		return (start == nil || k >= string(start)) && (end == nil || k < string(end))
-	}
-	over := map[string]pendingWrite{}
-	// Each layer's keys in [start, end), from its sorted keys.
-	layer := func(sorted []string, writes map[string]pendingWrite) {
-		i := 0
-		if start != nil {
-			i, _ = slices.BinarySearch(sorted, string(start))
-		}
-		for ; i < len(sorted) && in(sorted[i]); i++ {
-			over[sorted[i]] = writes[sorted[i]]
-		}
-	}
-	for _, sl := range v.s.sealed {
-		layer(sl.keys, sl.writes)
-	}
-	layer(v.s.pendingKeys, v.s.pending)
-	keys := slices.Sorted(maps.Keys(over))
-	i := 0
-	// flush visits the overlay's keys below limit ("" with all: every one).
-	flush := func(limit []byte, all bool) error {
-		for ; i < len(keys) && (all || keys[i] < string(limit)); i++ {
-			if w := over[keys[i]]; w.value != nil {
-				if err := fn([]byte(keys[i]), w.value); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	err := v.s.st.Iterate(start, end, func(key, value []byte) error {
-		if err := flush(key, false); err != nil {
-			return err
-		}
-		if i < len(keys) && keys[i] == string(key) {
-			i++ // the overlay's write replaces it (or deletes it)
-			if w := over[string(key)]; w.value != nil {
-				return fn(key, w.value)
-			}
-			return nil
-		}
-		return fn(key, value)
-	})
-	if err != nil {
-		return err
-	}
-	return flush(nil, true)
+	return v.s.Iterate(start, end, fn)
 }
 
 func (v *storeView) Put(key, value []byte) error {
@@ -293,50 +127,27 @@ func (v *storeView) write(key, value []byte) error {
 		value = append([]byte{}, value...) // an empty value stays a value, not a delete
 	}
 	s := v.s
-	if s.source {
+	if s.Source {
 		// The record in process is the changelog record: the store holds
 		// it once its offset is committed.
 		in := v.c.t.in
-		if in == nil || in.Topic != s.changelog {
-			return fmt.Errorf("baton: task %s: store %s has its source topic %s as its changelog: it is written only while that topic's records are processed", v.c.t.id, s.name, s.changelog)
+		if in == nil || in.Topic != s.Changelog {
+			return fmt.Errorf("baton: task %s: store %s has its source topic %s as its changelog: it is written only while that topic's records are processed", v.c.t.id, s.Name, s.Changelog)
 		}
-		s.put(string(k), pendingWrite{value: value})
-		s.last = in
-		for cur := s.acked.Load(); in.Offset+1 > cur && !s.acked.CompareAndSwap(cur, in.Offset+1); cur = s.acked.Load() {
-		}
+		s.Stage(string(k), taskstore.Write{Value: value}, in)
+		s.Ack(in.Offset + 1)
 		return nil
 	}
-	s.put(string(k), pendingWrite{value: value})
-	rec := &kgo.Record{Topic: s.changelog, Partition: v.c.t.part, Key: k, Value: value, Timestamp: v.c.t.stamp}
-	s.last = rec
+	rec := &kgo.Record{Topic: s.Changelog, Partition: v.c.t.part, Key: k, Value: value, Timestamp: v.c.t.stamp}
+	s.Stage(string(k), taskstore.Write{Value: value}, rec)
 	v.c.a.produce(rec, func(r *kgo.Record, err error) {
 		if err != nil {
 			v.c.a.fail(fmt.Errorf("baton: task %s: changelog write to %s[%d]: %w", v.c.t.id, r.Topic, r.Partition, err))
 			return
 		}
-		for {
-			cur := s.acked.Load()
-			if r.Offset+1 <= cur || s.acked.CompareAndSwap(cur, r.Offset+1) {
-				return
-			}
-		}
+		s.Ack(r.Offset + 1)
 	})
 	return nil
-}
-
-// put adds a pending write, keeping pendingKeys sorted.
-func (s *taskStore) put(k string, w pendingWrite) {
-	if _, ok := s.pending[k]; !ok {
-		i, _ := slices.BinarySearch(s.pendingKeys, k)
-		s.pendingKeys = slices.Insert(s.pendingKeys, i, k)
-	}
-	s.pending[k] = w
-}
-
-// clearPending forgets the pending writes.
-func (s *taskStore) clearPending() {
-	clear(s.pending)
-	s.pendingKeys = s.pendingKeys[:0]
 }
 
 func clone(b []byte) []byte {

@@ -11,8 +11,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/baton-streams/baton/internal/errs"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"log/slog"
 	"maps"
 	"slices"
@@ -22,9 +20,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/baton-streams/baton/internal/errs"
 	"github.com/baton-streams/baton/state"
 	"github.com/baton-streams/baton/topology"
 )

@@ -24,7 +24,7 @@ var faults = []fault{
 	{
 		name:  "restore-skip-last",
 		what:  "a restore moves the checkpoint past the last record of each fetch without applying it (the changelog's last record among them)",
-		file:  "task.go",
+		file:  "internal/taskstore/taskstore.go",
 		old:   "\t\tswitch {\n\t\tcase r.Attrs.IsControl():\n",
 		new:   "\t\tswitch {\n\t\tcase r == recs[len(recs)-1]:\n\t\tcase r.Attrs.IsControl():\n",
 		tests: []tests{{".", "^TestCrash$"}},
@@ -144,9 +144,9 @@ var faults = []fault{
 	{
 		name:  "commit-writes-unread",
 		what:  "processing stops reading a commit's writes from memory once their store write starts, before it is done",
-		file:  "task.go",
-		old:   "\tfor i := len(v.s.sealed) - 1; i >= 0; i-- {",
-		new:   "\tfor i := len(v.s.sealed) - 1; i >= v.s.writing; i-- {",
+		file:  "internal/taskstore/taskstore.go",
+		old:   "\tfor i := len(s.Sealed) - 1; i >= 0; i-- {",
+		new:   "\tfor i := len(s.Sealed) - 1; i >= s.Writing; i-- {",
 		tests: []tests{{".", "^TestSlowCommitWrites$"}},
 	},
 	{
