@@ -21,6 +21,7 @@ import (
 	"github.com/baton-streams/baton/instance"
 	"github.com/baton-streams/baton/internal/errs"
 	"github.com/baton-streams/baton/internal/global"
+	"github.com/baton-streams/baton/internal/metrics"
 	"github.com/baton-streams/baton/internal/purge"
 	"github.com/baton-streams/baton/member"
 	"github.com/baton-streams/baton/protocol"
@@ -57,7 +58,7 @@ type App struct {
 
 	// Written by Run before the loop starts, then read-only.
 	unlock  func() error
-	metrics *metrics
+	metrics *metrics.Set
 	purger  *purge.Purger  // deletes committed records of repartition topics
 	globals *global.Stores // the global stores (internal/global)
 
@@ -164,7 +165,7 @@ func New(top *topology.Topology, opts ...Option) (*App, error) {
 		}
 	}
 	a.purger = purge.New(repartition, cfg.purgeInterval, a.log)
-	a.metrics = newMetrics(cfg.registerer, cfg.appID, cfg.instanceID)
+	a.metrics = metrics.New(cfg.registerer, cfg.appID, cfg.instanceID)
 	var err error
 	if a.globals, err = global.New(top.GlobalStores(), global.Config{AppID: cfg.appID, InstanceID: cfg.instanceID, Brokers: cfg.brokers,
 		ClientOpts: cfg.kgoOpts, StateDir: cfg.stateDir, Memory: cfg.memoryState, StoreOpts: cfg.storeOpts, Registerer: cfg.registerer, Log: a.log}); err != nil {
@@ -269,7 +270,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 		default:
 			return err
 		}
-		a.metrics.memberRestarts.Inc()
+		a.metrics.MemberRestarts.Inc()
 		a.close()
 		a.rejoin()
 		if err := a.open(); err != nil {

@@ -43,7 +43,7 @@ func (a *App) badRecord(t *task, r *kgo.Record, err error) error {
 	if !p.skip || !errors.Is(err, topology.ErrDecode) {
 		return err
 	}
-	a.metrics.badRecords.WithLabelValues(t.id).Inc()
+	a.metrics.BadRecords.WithLabelValues(t.id).Inc()
 	a.log.Warn("bad record skipped", "task", t.id, "topic", r.Topic, "partition", r.Partition, "offset", r.Offset,
 		"dead_letter", p.deadLetter, "err", err)
 	if p.deadLetter == "" {

@@ -109,7 +109,7 @@ func (a *App) gaveUp(ctx context.Context, err error) error {
 	if err == nil || !errors.Is(context.Cause(ctx), errUnconfirmed) || errors.Is(err, errUnconfirmed) {
 		return err
 	}
-	a.metrics.commitsGivenUp.Inc()
+	a.metrics.CommitsGivenUp.Inc()
 	return fmt.Errorf("%w: %w", errUnconfirmed, err)
 }
 
@@ -282,7 +282,7 @@ func (c *atLeastOnce) work(ctx context.Context, j aloJob) commitResult {
 		a.purger.Committed(j.offsets, r.err)
 		r.committed = r.err == nil
 	}
-	a.metrics.commitSeconds.Observe(time.Since(start).Seconds())
+	a.metrics.CommitSeconds.Observe(time.Since(start).Seconds())
 	return r
 }
 

@@ -109,14 +109,14 @@ func TestCommitGivesUpWhenUnconfirmed(t *testing.T) {
 			h.eventually(60*time.Second, "b to process the flow", func() bool { return processed(b) > before })
 			armed.Store(true)
 			h.eventually(DefaultSessionTimeout+30*time.Second, "b to give up a commit", func() bool {
-				return testutil.ToFloat64(b.app.metrics.commitsGivenUp) > 0
+				return testutil.ToFloat64(b.app.metrics.CommitsGivenUp) > 0
 			})
 			if !b.app.Status().Unconfirmed {
 				t.Error("b gave up a commit for being unconfirmed, but its Status says it is confirmed")
 			}
 			h.eventually(60*time.Second, "a to own every task", func() bool { _, all := owners(a); return all })
 			f.stop()
-			if n := testutil.ToFloat64(a.app.metrics.commitsGivenUp); n > 0 {
+			if n := testutil.ToFloat64(a.app.metrics.CommitsGivenUp); n > 0 {
 				t.Errorf("a, connected throughout, gave up %v commits", n)
 			}
 		})

@@ -284,15 +284,15 @@ func (a *App) publish(s *instance.Snapshot) {
 	a.snapshot.Store(s)
 	a.leaving.Store(s.Leaving)
 	view := make([]taskView, 0, len(s.Tasks))
-	a.metrics.lag.Reset() // series of tasks gone from here disappear
-	a.metrics.learners.Set(float64(len(s.Learner)))
+	a.metrics.Lag.Reset() // series of tasks gone from here disappear
+	a.metrics.Learners.Set(float64(len(s.Learner)))
 	for _, tv := range s.Tasks {
 		v := taskView{id: tv.ID, role: tv.State.Role, lag: tv.Lag}
 		if t, ok := a.tasks[tv.ID]; ok {
 			v.processed, v.restored = &t.processed, &t.restored
 		}
 		view = append(view, v)
-		a.metrics.lag.WithLabelValues(tv.ID, tv.State.Role.String()).Set(float64(tv.Lag))
+		a.metrics.Lag.WithLabelValues(tv.ID, tv.State.Role.String()).Set(float64(tv.Lag))
 	}
 	a.storeView(view)
 }
@@ -320,7 +320,7 @@ func (a *App) notify(n instance.Note) {
 		if t != nil {
 			a.log.Info("restored; processing", "task", n.Task, "replayed", t.replayed, "took", time.Since(t.assignedAt).Round(time.Millisecond))
 			a.emit(Event{Kind: EventRestored, Task: n.Task, Replayed: t.replayed})
-			a.metrics.replayed.Add(float64(t.replayed))
+			a.metrics.Replayed.Add(float64(t.replayed))
 		}
 	case instance.NoteRevoked:
 		if t != nil {
@@ -559,13 +559,13 @@ func (s *self) Assigned(asg protocol.Assignment) {
 	default:
 	}
 	_, gen := a.group.GroupMetadata()
-	a.metrics.rebalances.Inc()
+	a.metrics.Rebalances.Inc()
 	took := time.Duration(0)
 	if at := a.joinedAt.Load(); at > 0 {
 		took = time.Since(time.Unix(0, at))
 	}
-	a.metrics.rebalance.Observe(took.Seconds())
-	a.metrics.generation.Set(float64(gen))
+	a.metrics.Rebalance.Observe(took.Seconds())
+	a.metrics.Generation.Set(float64(gen))
 	a.log.Info("rebalance", "generation", gen, "active", len(asg.Active), "standby", len(asg.Standby),
 		"learners", len(asg.Learner), "revoked", len(asg.Revoked), "followup", asg.Followup, "took", took.Round(time.Millisecond))
 	a.emit(Event{Kind: EventRebalance, Generation: gen,

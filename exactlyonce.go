@@ -351,7 +351,7 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 			return r
 		}
 		a.purger.Committed(j.offsets, nil)
-		a.metrics.commitSeconds.Observe(time.Since(start).Seconds())
+		a.metrics.CommitSeconds.Observe(time.Since(start).Seconds())
 		r.committed = true
 		return r
 	}
@@ -385,14 +385,14 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 	if err := c.lostCommit.Swap(nil); err != nil {
 		return c.abortTxn(r, fmt.Errorf("baton: committing the transaction: %w", *err))
 	}
-	a.metrics.transactions.WithLabelValues("committed").Inc()
+	a.metrics.Transactions.WithLabelValues("committed").Inc()
 	a.purger.Committed(j.offsets, nil)
 	if err := c.beginTxn(); err != nil {
 		a.fail(err)
 		r.err = err
 		return r
 	}
-	a.metrics.commitSeconds.Observe(time.Since(start).Seconds())
+	a.metrics.CommitSeconds.Observe(time.Since(start).Seconds())
 	r.committed = true
 	return r
 }
@@ -406,7 +406,7 @@ var errAbortUnresolved = errors.New("baton: the transaction's abort did not comp
 func (c *transactional) abortTxn(r commitResult, cause error) commitResult {
 	a := c.a
 	a.log.Warn("aborting the transaction; processing again from the last commit", "err", cause)
-	a.metrics.transactions.WithLabelValues("aborted").Inc()
+	a.metrics.Transactions.WithLabelValues("aborted").Inc()
 	c.aborts.Add(1)
 	r.aborted, r.err = true, cause
 	ctx, cancel := context.WithTimeout(a.runCtx, a.cfg.abortTimeout)

@@ -149,8 +149,8 @@ func TestExactlyOnceScaling(t *testing.T) {
 	}
 	committed, aborted := 0.0, 0.0
 	for _, r := range []*running{a, b, c} {
-		committed += testutil.ToFloat64(r.app.metrics.transactions.WithLabelValues("committed"))
-		aborted += testutil.ToFloat64(r.app.metrics.transactions.WithLabelValues("aborted"))
+		committed += testutil.ToFloat64(r.app.metrics.Transactions.WithLabelValues("committed"))
+		aborted += testutil.ToFloat64(r.app.metrics.Transactions.WithLabelValues("aborted"))
 	}
 	if committed == 0 {
 		t.Error("no transaction committed")
@@ -179,7 +179,7 @@ func TestExactlyOnceAbortCatchesUpStores(t *testing.T) {
 	if err := h.prod.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	aborted := func() float64 { return testutil.ToFloat64(a.app.metrics.transactions.WithLabelValues("aborted")) }
+	aborted := func() float64 { return testutil.ToFloat64(a.app.metrics.Transactions.WithLabelValues("aborted")) }
 	before := aborted()
 	cause := errors.New("test: a commit with an unknown outcome")
 	a.app.commit.(*transactional).forceAbort.Store(&cause)
@@ -405,7 +405,7 @@ func TestExactlyOnceFencedRejoins(t *testing.T) {
 	h.waitExact(60 * time.Second)
 	f := h.startFlow(10 * time.Millisecond)
 	h.eventually(30*time.Second, "a to commit a transaction of the flow", func() bool {
-		return testutil.ToFloat64(a.app.metrics.transactions.WithLabelValues("committed")) > 0
+		return testutil.ToFloat64(a.app.metrics.Transactions.WithLabelValues("committed")) > 0
 	})
 	rogue, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.TransactionalID(a.app.transactionalID()))
 	if err != nil {
@@ -477,7 +477,7 @@ func (l *logRecorder) messages(level slog.Level) []string {
 // again with new clients.
 func waitRejoined(h *harness, a *running) {
 	h.t.Helper()
-	restarts := func() float64 { return testutil.ToFloat64(a.app.metrics.memberRestarts) }
+	restarts := func() float64 { return testutil.ToFloat64(a.app.metrics.MemberRestarts) }
 	h.eventually(60*time.Second, "a to join again with a new client", func() bool { return restarts() > 0 })
 }
 

@@ -149,15 +149,15 @@ func (s *shell) inputRead(r inputRead) {
 	s.input.busy.Add(measure.Reading{At: r.at, Count: float64(records), Base: time.Duration(busy).Seconds()})
 	workerRate := s.input.busy.Ratio()
 	a.workerRate.Store(math.Float64bits(workerRate))
-	a.metrics.workerRate.Set(workerRate)
+	a.metrics.WorkerRate.Set(workerRate)
 
 	// The loop owns the tasks' positions here: workers write them only
 	// while dispatch waits for them.
 	committed := a.group.CommittedOffsets()
 	lags := map[string]InputLag{}
-	a.metrics.inputLagRecords.Reset() // series of tasks gone from here disappear
-	a.metrics.inputLagSeconds.Reset()
-	a.metrics.inputRate.Reset()
+	a.metrics.InputLagRecords.Reset() // series of tasks gone from here disappear
+	a.metrics.InputLagSeconds.Reset()
+	a.metrics.InputRate.Reset()
 	for _, t := range a.activeTasks() {
 		ends, positions := map[string]int64{}, map[string]int64{}
 		var rate float64
@@ -181,9 +181,9 @@ func (s *shell) inputRead(r inputRead) {
 		l := InputLag{Records: measure.InputLag(ends, positions), Rate: rate}
 		l.Seconds = measure.SecondsBehind(l.Records, t.lastRecord, t.first, t.assignedAt, r.at)
 		lags[t.id] = l
-		a.metrics.inputLagRecords.WithLabelValues(t.id).Set(float64(l.Records))
-		a.metrics.inputLagSeconds.WithLabelValues(t.id).Set(l.Seconds)
-		a.metrics.inputRate.WithLabelValues(t.id).Set(l.Rate)
+		a.metrics.InputLagRecords.WithLabelValues(t.id).Set(float64(l.Records))
+		a.metrics.InputLagSeconds.WithLabelValues(t.id).Set(l.Seconds)
+		a.metrics.InputRate.WithLabelValues(t.id).Set(l.Rate)
 	}
 	a.inputs.Store(&lags)
 	s.recommend(r, workerRate)
@@ -236,9 +236,9 @@ func (s *shell) recommend(r inputRead, workerRate float64) {
 	a.desired.Store(&AutoscaleStatus{DesiredInstances: rec.Instances, Needed: rec.Needed, Reason: rec.Reason, Time: obs.Now,
 		Instances: obs.Instances, WorkersPerInstance: obs.WorkersPerInstance, InputRate: obs.InputRate, WorkerRate: obs.WorkerRate,
 		Lag: obs.Lag, LagDraining: obs.LagDraining, Moves: obs.Moves})
-	a.metrics.desired.WithLabelValues().Set(float64(rec.Instances))
-	a.metrics.groupLag.WithLabelValues().Set(float64(obs.Lag))
-	a.metrics.groupRate.WithLabelValues().Set(obs.InputRate)
+	a.metrics.Desired.WithLabelValues().Set(float64(rec.Instances))
+	a.metrics.GroupLag.WithLabelValues().Set(float64(obs.Lag))
+	a.metrics.GroupRate.WithLabelValues().Set(obs.InputRate)
 }
 
 // withdraw forgets the rule's history and unpublishes the recommendation
@@ -247,9 +247,9 @@ func (s *shell) withdraw() {
 	a := s.a
 	s.input.rec, s.input.hasPrev = nil, false
 	a.desired.Store(nil)
-	a.metrics.desired.Reset()
-	a.metrics.groupLag.Reset()
-	a.metrics.groupRate.Reset()
+	a.metrics.Desired.Reset()
+	a.metrics.GroupLag.Reset()
+	a.metrics.GroupRate.Reset()
 }
 
 // observe builds the autoscale observation of the group from a read of

@@ -78,7 +78,7 @@ func TestOneShotsEndWithTheirMember(t *testing.T) {
 	h.prefill(200)
 	var armed, held atomic.Bool
 	var a *running
-	restarts := func() float64 { return testutil.ToFloat64(a.app.metrics.memberRestarts) }
+	restarts := func() float64 { return testutil.ToFloat64(a.app.metrics.MemberRestarts) }
 	outlived := make(chan bool, 1)
 	hold := func(o *config) {
 		o.onOneShot = func(ctx context.Context) {
@@ -100,7 +100,7 @@ func TestOneShotsEndWithTheirMember(t *testing.T) {
 	f := h.startFlow(10 * time.Millisecond)
 	defer f.stop()
 	h.eventually(30*time.Second, "a to commit a transaction of the flow", func() bool {
-		return testutil.ToFloat64(a.app.metrics.transactions.WithLabelValues("committed")) > 0
+		return testutil.ToFloat64(a.app.metrics.Transactions.WithLabelValues("committed")) > 0
 	})
 	armed.Store(true)
 	h.eventually(30*time.Second, "a goroutine for one answer to start", held.Load)
@@ -217,7 +217,7 @@ func TestLoopDoesNotWaitForRestoreWrites(t *testing.T) {
 func loopTurns(t *testing.T, app *App, atLeast float64) (turns, over uint64, bound float64) {
 	t.Helper()
 	var m dto.Metric
-	if err := app.metrics.loopTurn.Write(&m); err != nil {
+	if err := app.metrics.LoopTurn.Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	h := m.GetHistogram()
@@ -276,7 +276,7 @@ func TestMeasureLoopTurns(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	slowDisk.Store(false)
 	var m dto.Metric
-	if err := a.app.metrics.loopTurn.Write(&m); err != nil {
+	if err := a.app.metrics.LoopTurn.Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	hist := m.GetHistogram()

@@ -284,7 +284,7 @@ func (a *App) loop(ctx context.Context) error {
 			woke = time.Now()
 			s.tableEndsRead(r)
 		}
-		a.metrics.loopTurn.Observe(time.Since(woke).Seconds())
+		a.metrics.LoopTurn.Observe(time.Since(woke).Seconds())
 	}
 	return s.stopped
 }
@@ -788,7 +788,7 @@ func (s *shell) settle(j *applyJob) {
 		if n <= 0 {
 			continue
 		}
-		a.metrics.restored.WithLabelValues(p.t.id).Add(float64(n))
+		a.metrics.Restored.WithLabelValues(p.t.id).Add(float64(n))
 		if s.core.Role(p.t.id).Role == lifecycle.Active {
 			p.t.replayed += n
 			p.t.restored.Add(n)

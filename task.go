@@ -63,7 +63,7 @@ func (c *taskContext) TaskID() string { return c.t.id }
 
 // LateRecord counts a record a windowed aggregation dropped as late.
 func (c *taskContext) LateRecord(store string) {
-	c.a.metrics.late.WithLabelValues(c.t.id, store).Inc()
+	c.a.metrics.Late.WithLabelValues(c.t.id, store).Inc()
 }
 
 // SetTimestamp is called by the task with the record's event time (after
@@ -203,7 +203,7 @@ func (a *App) stopWorkers() {
 }
 
 func (w *worker) run(a *App) {
-	busy := a.metrics.workerBusy.WithLabelValues(strconv.Itoa(w.id))
+	busy := a.metrics.WorkerBusy.WithLabelValues(strconv.Itoa(w.id))
 	for batches := range w.in {
 		for _, b := range batches {
 			start := time.Now()
@@ -252,7 +252,7 @@ func (a *App) process(t *task, recs []*kgo.Record, deadline time.Time) (n int, e
 				txn.processed.Add(int64(n))
 			}
 		}
-		a.metrics.processed.WithLabelValues(t.id).Add(float64(n))
+		a.metrics.Processed.WithLabelValues(t.id).Add(float64(n))
 	}()
 	for _, r := range recs {
 		if n == check {
@@ -280,7 +280,7 @@ func (a *App) process(t *task, recs []*kgo.Record, deadline time.Time) (n int, e
 		if !t.first {
 			t.first = true
 			a.emit(Event{Kind: EventFirstRecord, Task: t.id, Record: r.Timestamp})
-			a.metrics.handover.Observe(time.Since(t.assignedAt).Seconds())
+			a.metrics.Handover.Observe(time.Since(t.assignedAt).Seconds())
 		}
 	}
 	return n, nil

@@ -220,7 +220,7 @@ func testTimersSurviveHandovers(t *testing.T, g Guarantee) {
 		// A transaction that aborts takes back the timers it fired with
 		// the rest of its work: they fire again in the next one.
 		for _, r := range []*running{a, b2} {
-			aborted := func() float64 { return testutil.ToFloat64(r.app.metrics.transactions.WithLabelValues("aborted")) }
+			aborted := func() float64 { return testutil.ToFloat64(r.app.metrics.Transactions.WithLabelValues("aborted")) }
 			before := aborted()
 			cause := errors.New("test: a transaction with timers fired aborts")
 			r.app.commit.(*transactional).forceAbort.Store(&cause)
