@@ -153,9 +153,33 @@ func (a *App) post(in func(id int) instance.Input) {
 	}
 }
 
-// loop is the App's control thread.
+// loop is the membership's control thread: the one goroutine that steps
+// the instance core and owns the membership's tasks. Each turn waits for
+// one thing to happen (next) and handles it; a turn never waits on disk
+// or the network, and its time is observed (baton_loop_turn_seconds).
 func (a *App) loop(ctx context.Context) error {
 	defer a.ch.close()
+	s := a.startShell()
+	tick := time.NewTicker(tickEvery)
+	defer tick.Stop()
+	inputTick := time.NewTicker(a.cfg.inputEvery)
+	defer inputTick.Stop()
+	w := wakeups{tick: tick.C, input: inputTick.C, user: ctx.Done()}
+	for !s.exit {
+		turn := s.next(&w)
+		if turn == nil {
+			return a.abort(context.Cause(a.runCtx))
+		}
+		woke := time.Now()
+		turn()
+		a.metrics.LoopTurn.Observe(time.Since(woke).Seconds())
+	}
+	return s.stopped
+}
+
+// startShell makes the loop's shell and its core, and starts the
+// membership's pollers (the group's input and the restorer).
+func (a *App) startShell() *shell {
 	s := &shell{a: a, waiting: map[int]chan struct{}{}, input: newInputState()}
 	a.shell = s
 	s.core = instance.New(instance.Config{
@@ -174,119 +198,124 @@ func (a *App) loop(ctx context.Context) error {
 		s.restorer.Run(a.runCtx, a.ch.done)
 	}()
 	s.requestPoll()
-	tick := time.NewTicker(tickEvery)
-	defer tick.Stop()
-	inputTick := time.NewTicker(a.cfg.inputEvery)
-	defer inputTick.Stop()
-	userDone := ctx.Done()
-	var woke time.Time // when the loop woke for what it does this turn
-	for !s.exit {
-		// While the input rewinds, rebalance callbacks wait: the rewind
-		// writes the active tasks' stores and sets their offsets.
-		requests := a.ch.requests
-		if s.rewinding {
-			requests = nil
-		}
-		// Records left from the last turn are dispatched again between
-		// other work, but not while dispatch would return at once (a
-		// commit holds processing, or the input rewinds): the loop would
-		// spin. A finished commit dispatches again itself; after a rewind
-		// this case does.
-		var more chan struct{}
-		if s.behind && !s.held() {
-			more = ready
-		}
-		// One restored chunk is written at a time.
-		restores := a.ch.restores
-		if s.applying != nil {
-			restores = nil
-		}
-		select {
-		case <-more:
-			woke = time.Now()
+	return s
+}
+
+// wakeups are the loop's timers and the user's stop (nil once taken).
+type wakeups struct {
+	tick, input <-chan time.Time
+	user        <-chan struct{}
+}
+
+// next waits for the next thing the loop must handle and returns the turn
+// that handles it, or nil once the member's run context is done.
+func (s *shell) next(w *wakeups) func() {
+	a := s.a
+	// While the input rewinds, rebalance callbacks wait: the rewind
+	// writes the active tasks' stores and sets their offsets.
+	requests := a.ch.requests
+	if s.rewinding {
+		requests = nil
+	}
+	// Records left from the last turn are dispatched again between other
+	// work, but not while dispatch would return at once (a commit holds
+	// processing, or the input rewinds): the loop would spin. A finished
+	// commit dispatches again itself; after a rewind this case does.
+	var more chan struct{}
+	if s.behind && !s.held() {
+		more = ready
+	}
+	// One restored chunk is written at a time.
+	restores := a.ch.restores
+	if s.applying != nil {
+		restores = nil
+	}
+	select {
+	case <-more:
+		return func() {
 			s.dispatch()
 			s.pollIfCaughtUp()
-		case <-a.runCtx.Done():
-			return a.abort(context.Cause(a.runCtx))
-		case <-userDone:
-			woke = time.Now()
-			userDone = nil
-			s.step(instance.Stop{Restart: a.cfg.stopMode == StopForRestart})
-		case <-a.leaveNow:
-			woke = time.Now()
-			s.step(instance.LeaveNow{})
-		case r := <-requests:
-			woke = time.Now()
-			// Records polled before a callback are taken first: the
-			// callback may revoke their tasks.
-			select {
-			case f := <-a.ch.polls:
-				s.polled(f)
-			default:
-			}
-			s.nextReq++
-			s.waiting[s.nextReq] = r.done
-			s.step(r.in(s.nextReq))
-		case <-a.wake:
-			woke = time.Now()
-			if asg := a.assignment.Load(); asg != nil {
-				_, gen := a.group.GroupMetadata()
-				in := instance.Assignment{Active: asg.Active, Standby: asg.Standby, Learner: asg.Learner, Followup: asg.Followup,
-					Generation: gen, LedGeneration: a.ledGen.Load()}
-				if sent := a.sentLags.Load(); sent != nil {
-					in.Subscribed = *sent
-				}
-				s.step(in)
-			}
-		case <-a.ch.led:
-			woke = time.Now()
+		}
+	case <-a.runCtx.Done():
+		return nil
+	case <-w.user:
+		w.user = nil
+		return func() { s.step(instance.Stop{Restart: a.cfg.stopMode == StopForRestart}) }
+	case <-a.leaveNow:
+		return func() { s.step(instance.LeaveNow{}) }
+	case r := <-requests:
+		return func() { s.request(r) }
+	case <-a.wake:
+		return s.assigned
+	case <-a.ch.led:
+		return func() {
 			if l := a.ch.ledLast.Swap(nil); l != nil {
 				s.step(*l)
 			}
-		case f := <-a.ch.polls:
-			woke = time.Now()
-			s.polled(f)
-		case c := <-restores:
-			woke = time.Now()
-			s.restored(c)
-		case j := <-a.ch.applied:
-			woke = time.Now()
-			s.applied(j)
-		case o := <-a.ch.opened:
-			woke = time.Now()
-			s.storesOpened(o)
-		case e := <-a.ch.ends:
-			woke = time.Now()
+		}
+	case f := <-a.ch.polls:
+		return func() { s.polled(f) }
+	case c := <-restores:
+		return func() { s.restored(c) }
+	case j := <-a.ch.applied:
+		return func() { s.applied(j) }
+	case o := <-a.ch.opened:
+		return func() { s.storesOpened(o) }
+	case e := <-a.ch.ends:
+		return func() {
 			s.limits(e)
 			s.step(e)
-		case r := <-a.ch.commits:
-			woke = time.Now()
-			s.committed(r)
-		case w := <-a.ch.written:
-			woke = time.Now()
-			s.written(w)
-		case err := <-a.ch.rewound:
-			woke = time.Now()
-			s.rewoundDone(err)
-		case <-tick.C:
-			woke = time.Now()
+		}
+	case r := <-a.ch.commits:
+		return func() { s.committed(r) }
+	case wr := <-a.ch.written:
+		return func() { s.written(wr) }
+	case err := <-a.ch.rewound:
+		return func() { s.rewoundDone(err) }
+	case <-w.tick:
+		return func() {
 			s.step(instance.Tick{})
 			if s.booting() {
 				s.dispatch() // a task may have stopped waiting for its tables
 			}
-		case <-inputTick.C:
-			woke = time.Now()
-			s.readInput()
-		case r := <-a.ch.inputs:
-			woke = time.Now()
-			s.inputRead(r)
-		case r := <-a.ch.tableEnds:
-			woke = time.Now()
-			s.tableEndsRead(r)
 		}
-		a.metrics.LoopTurn.Observe(time.Since(woke).Seconds())
+	case <-w.input:
+		return s.readInput
+	case r := <-a.ch.inputs:
+		return func() { s.inputRead(r) }
+	case r := <-a.ch.tableEnds:
+		return func() { s.tableEndsRead(r) }
 	}
-	return s.stopped
+}
+
+// request steps a rebalance callback's input; the core answers it with a
+// Reply. Records polled before the callback are taken first: the
+// callback may revoke their tasks.
+func (s *shell) request(r request) {
+	select {
+	case f := <-s.a.ch.polls:
+		s.polled(f)
+	default:
+	}
+	s.nextReq++
+	s.waiting[s.nextReq] = r.done
+	s.step(r.in(s.nextReq))
+}
+
+// assigned steps the group's latest assignment for this member.
+func (s *shell) assigned() {
+	a := s.a
+	asg := a.assignment.Load()
+	if asg == nil {
+		return
+	}
+	_, gen := a.group.GroupMetadata()
+	in := instance.Assignment{Active: asg.Active, Standby: asg.Standby, Learner: asg.Learner, Followup: asg.Followup,
+		Generation: gen, LedGeneration: a.ledGen.Load()}
+	if sent := a.sentLags.Load(); sent != nil {
+		in.Subscribed = *sent
+	}
+	s.step(in)
 }
 
 func (s *shell) step(in instance.Input) {

@@ -97,8 +97,8 @@ var faults = []fault{
 		name:  "loop-blocks-on-rebalance",
 		what:  "the loop blocks for a second on every rebalance callback (as a final commit or an EndTransaction on the loop can), so tasks that do not move stop too",
 		file:  "shell.go",
-		old:   "\t\t\ts.step(r.in(s.nextReq))\n",
-		new:   "\t\t\ts.step(r.in(s.nextReq))\n\t\t\ttime.Sleep(time.Second)\n",
+		old:   "\ts.step(r.in(s.nextReq))\n",
+		new:   "\ts.step(r.in(s.nextReq))\n\ttime.Sleep(time.Second)\n",
 		tests: []tests{{"./bench", "^TestScaleSmoke$"}},
 	},
 	{
