@@ -83,4 +83,29 @@
 // with the task's records.
 // Status and the Listener are safe to use from any goroutine; a Listener
 // must not block.
+//
+// # Where things live
+//
+// Imports run one way: this package uses those below it, none of them
+// uses this one, and each uses only those listed after it
+// (TestLayering).
+//
+//   - this package: the API (New, the options, App.Run, Status, Leave, the
+//     errors and events) and the membership's runtime: the loop and its
+//     shell, which carry out the core's effects, the committers and the
+//     task workers.
+//   - instance and lifecycle: the pure decisions of an instance and of one
+//     task (no goroutines, clock or I/O), tested by golden scenarios.
+//   - assign, member and protocol: the leader's plan, the group balancer
+//     that runs it inside kgo, and what members tell each other.
+//   - internal/restore: the changelog reader of standbys, learners and
+//     restoring actives (its own goroutine).
+//   - internal/taskstore: a task's store as the loop sees it, with the
+//     writes that are not durable yet.
+//   - internal/topics: topic preparation before the member joins.
+//   - internal/global: global stores and their reader goroutine.
+//   - internal/purge: deletion of committed repartition records (its own
+//     goroutine).
+//   - internal/measure and internal/metrics: the autoscaling figures and
+//     the Prometheus metrics; internal/errs: the errors the API names.
 package baton
