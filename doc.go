@@ -86,9 +86,8 @@
 //
 // # Where things live
 //
-// Imports run one way: this package uses those below it, none of them
-// uses this one, and each uses only those listed after it
-// (TestLayering).
+// Imports run one way: this package uses those below it and none of them
+// uses it; TestLayering holds them to one order.
 //
 //   - this package: the API (New, the options, App.Run, Status, Leave, the
 //     errors and events) and the membership's runtime: the loop and its
