@@ -17,11 +17,13 @@ import (
 )
 
 // committer makes processed work durable. There are two: at-least-once
-// (atLeastOnce) and transactional (transactional). Each owns its state;
-// the loop calls every method but produce, which workers call while
-// processing. A commit runs on the committer's own goroutine and reports
-// back on the loop's commits channel; done turns that report into the
-// core's CommitDone.
+// (atLeastOnce) and transactional (transactional). Each owns its own
+// bookkeeping and no task state: the loop calls every method but
+// produce, which workers call while processing. A commit runs on the
+// committer's own goroutine (serve) and reports back on the loop's
+// commits channel; done, on the loop, turns that report into the core's
+// CommitDone and the store writes the commit made durable. When a
+// transaction aborted, the loop rolls its tasks back (shell.rollBack).
 type committer interface {
 	// produce sends a record the processing of a task wrote.
 	produce(r *kgo.Record, promise func(*kgo.Record, error))
@@ -124,9 +126,14 @@ func (a *App) waitFinal(ctx context.Context, c committer, tasks []*task) error {
 		select {
 		case r := <-a.ch.commits:
 			w, cd := c.done(r)
-			if w != nil && a.shell != nil {
-				// Written in the background: the stores close after.
-				a.shell.startWrite(w)
+			if a.shell != nil {
+				if r.aborted {
+					a.shell.rollBack()
+				}
+				if w != nil {
+					// Written in the background: the stores close after.
+					a.shell.startWrite(w)
+				}
 			}
 			if r.seq == finalSeq {
 				return r.err

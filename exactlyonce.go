@@ -133,8 +133,10 @@ type transactional struct {
 	lostSeq     int
 	// lostCommit and forceAbort, when set (tests), make the next commit
 	// report this error after it committed (an outcome lost on the way),
-	// or abort with it instead of committing.
+	// or abort with it instead of committing (the next transaction with
+	// work in it, once abortSkips more have committed).
 	lostCommit, forceAbort atomic.Pointer[error]
+	abortSkips             atomic.Int64
 }
 
 type txnJob struct {
@@ -193,51 +195,11 @@ func (c *transactional) done(r commitResult) (*commitWrite, instance.CommitDone)
 				w.take(t, s, all)
 			}
 		}
-	case r.aborted:
-		if c.a.shell != nil {
-			// The stores get what committed before the rollback
-			// reads their checkpoints (rare: an abort).
-			c.a.shell.awaitWrites()
-		}
-		c.rollback()
 	}
 	if len(w.parts) == 0 {
 		return nil, w.cd
 	}
 	return w, w.cd
-}
-
-// rollback forgets what active tasks did since the last commit: their
-// pending store writes and processed offsets, and records waiting for
-// them. The loop then rewinds their input.
-func (c *transactional) rollback() {
-	a := c.a
-	for _, t := range a.tasks {
-		if !t.active {
-			continue
-		}
-		// Where the task was: what its rewind and catch-up must undo
-		// or take over (the log of a rare path, for its diagnosis).
-		var where []any
-		for topic, eo := range t.offsets {
-			where = append(where, "processed_to_"+topic, eo.Offset)
-		}
-		for _, s := range t.stores {
-			s.ClearPending()
-			if acked := s.Acked.Load(); acked > s.Checkpoint && !s.Source {
-				s.InDoubt = max(s.InDoubt, acked)
-			}
-			where = append(where, "store_"+s.Name, fmt.Sprintf("checkpoint %d, acked %d, in doubt to %d", s.Checkpoint, s.Acked.Load(), s.InDoubt))
-			s.Acked.Store(s.Checkpoint)
-		}
-		a.log.Info("rolled back", append([]any{"task", t.id}, where...)...)
-		clear(t.offsets)
-		delete(a.backlog, t.id)
-	}
-	if a.shell != nil {
-		a.shell.rewind = true
-		a.shell.requestPoll()
-	}
 }
 
 func (c *transactional) lost() int {
@@ -305,11 +267,13 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 	if c.lostSession.Load() {
 		return c.abortTxn(r, errLostSession)
 	}
-	if err := c.forceAbort.Swap(nil); err != nil {
-		return c.abortTxn(r, *err)
-	}
 	if c.produced.Load() == 0 && c.processed.Load() == 0 {
 		return r // nothing in this transaction
+	}
+	if c.forceAbort.Load() != nil && c.abortSkips.Add(-1) < 0 {
+		if err := c.forceAbort.Swap(nil); err != nil {
+			return c.abortTxn(r, *err)
+		}
 	}
 	if a.cfg.onCommitWork != nil {
 		a.cfg.onCommitWork()

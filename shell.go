@@ -975,6 +975,9 @@ func (s *shell) reply(request int) {
 // committed finishes a commit and tells the core.
 func (s *shell) committed(r commitResult) {
 	w, cd := s.a.commit.done(r)
+	if r.aborted {
+		s.rollBack()
+	}
 	switch {
 	case w != nil:
 		s.startWrite(w) // the core hears of it once written
@@ -986,6 +989,40 @@ func (s *shell) committed(r commitResult) {
 	// Processing may have waited for the commit.
 	s.dispatch()
 	s.pollIfCaughtUp()
+}
+
+// rollBack forgets what active tasks did since the last commit, once
+// its transaction aborted: their pending store writes and processed
+// offsets, and records waiting for them; the loop then rewinds their
+// input (startRewind). The stores first get what committed before, so
+// that the rollback reads their checkpoints (rare: an abort).
+func (s *shell) rollBack() {
+	a := s.a
+	s.awaitWrites()
+	for _, t := range a.tasks {
+		if !t.active {
+			continue
+		}
+		// Where the task was: what its rewind and catch-up must undo
+		// or take over (the log of a rare path, for its diagnosis).
+		var where []any
+		for topic, eo := range t.offsets {
+			where = append(where, "processed_to_"+topic, eo.Offset)
+		}
+		for _, s := range t.stores {
+			s.ClearPending()
+			if acked := s.Acked.Load(); acked > s.Checkpoint && !s.Source {
+				s.InDoubt = max(s.InDoubt, acked)
+			}
+			where = append(where, "store_"+s.Name, fmt.Sprintf("checkpoint %d, acked %d, in doubt to %d", s.Checkpoint, s.Acked.Load(), s.InDoubt))
+			s.Acked.Store(s.Checkpoint)
+		}
+		a.log.Info("rolled back", append([]any{"task", t.id}, where...)...)
+		clear(t.offsets)
+		delete(a.backlog, t.id)
+	}
+	s.rewind = true
+	s.requestPoll()
 }
 
 // startRewind sets the input of the active tasks back to the last commit

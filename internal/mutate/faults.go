@@ -150,6 +150,14 @@ var faults = []fault{
 		tests: []tests{{".", "^TestSlowCommitWrites$"}},
 	},
 	{
+		name:  "rollback-keeps-writes",
+		what:  "an exactly-once rollback keeps the aborted transaction's store writes, so the work processed again counts twice",
+		file:  "shell.go",
+		old:   "\t\t\ts.ClearPending()\n",
+		new:   "",
+		tests: []tests{{".", "^TestExactlyOnceAbortCatchesUpStores$"}},
+	},
+	{
 		name:  "lost-reply-before-abort",
 		what:  "a loss under exactly-once is answered before the open transaction's abort is done",
 		file:  "instance/core.go",
