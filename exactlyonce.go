@@ -294,30 +294,7 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 		return c.abortTxn(r, errLostSession)
 	}
 	if c.produced.Load() == 0 {
-		// Nothing written: no transaction began in the cluster. The
-		// offsets alone are the commit.
-		if err := a.group.EndTransaction(cctx, kgo.TryCommit); err != nil {
-			return abort(fmt.Errorf("baton: ending an empty transaction: %w", err))
-		}
-		if len(j.offsets) > 0 {
-			a.group.CommitOffsetsSync(cctx, j.offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-				r.err = offsetCommitErr(resp, err)
-			})
-		}
-		if err := c.beginTxn(); err != nil {
-			a.fail(err)
-			r.err = err
-			return r
-		}
-		if r.err != nil {
-			r.aborted = true
-			r.err = a.gaveUp(cctx, fmt.Errorf("baton: committing offsets: %w", r.err))
-			return r
-		}
-		a.purger.Committed(j.offsets, nil)
-		a.metrics.CommitSeconds.Observe(time.Since(start).Seconds())
-		r.committed = true
-		return r
+		return c.commitOffsetsOnly(cctx, r, j, start, abort)
 	}
 	for {
 		if c.lostSession.Load() {
@@ -356,6 +333,35 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 		r.err = err
 		return r
 	}
+	a.metrics.CommitSeconds.Observe(time.Since(start).Seconds())
+	r.committed = true
+	return r
+}
+
+// commitOffsetsOnly commits a transaction that wrote nothing: no
+// transaction began in the cluster, and the input offsets alone are the
+// commit.
+func (c *transactional) commitOffsetsOnly(cctx context.Context, r commitResult, j txnJob, start time.Time, abort func(error) commitResult) commitResult {
+	a := c.a
+	if err := a.group.EndTransaction(cctx, kgo.TryCommit); err != nil {
+		return abort(fmt.Errorf("baton: ending an empty transaction: %w", err))
+	}
+	if len(j.offsets) > 0 {
+		a.group.CommitOffsetsSync(cctx, j.offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			r.err = offsetCommitErr(resp, err)
+		})
+	}
+	if err := c.beginTxn(); err != nil {
+		a.fail(err)
+		r.err = err
+		return r
+	}
+	if r.err != nil {
+		r.aborted = true
+		r.err = a.gaveUp(cctx, fmt.Errorf("baton: committing offsets: %w", r.err))
+		return r
+	}
+	a.purger.Committed(j.offsets, nil)
 	a.metrics.CommitSeconds.Observe(time.Since(start).Seconds())
 	r.committed = true
 	return r
