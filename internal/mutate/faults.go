@@ -16,7 +16,7 @@ var faults = []fault{
 	{
 		name:  "warm-copy-skip",
 		what:  "a standby or learner skips the first record of every restore chunk",
-		file:  "shell.go",
+		file:  "restoring.go",
 		old:   "\t\tjob.parts = append(job.parts, applyPart{",
 		new:   "\t\tif s.core.Role(id).Role != lifecycle.Active && len(recs) > 1 {\n\t\t\trecs = recs[1:]\n\t\t}\n\t\tjob.parts = append(job.parts, applyPart{",
 		tests: []tests{{".", "^TestCrash$"}, {".", "^TestScaleOut$"}},
@@ -128,7 +128,7 @@ var faults = []fault{
 	{
 		name:  "restore-write-on-loop",
 		what:  "the loop waits for each restored chunk to be written before it goes on",
-		file:  "shell.go",
+		file:  "restoring.go",
 		old:   "\t\t\tjob.run(ch)\n\t\t})\n",
 		new:   "\t\t\tjob.run(ch)\n\t\t})\n\t\t<-job.done\n",
 		tests: []tests{{".", "^TestLoopDoesNotWaitForRestoreWrites$"}},
@@ -152,7 +152,7 @@ var faults = []fault{
 	{
 		name:  "rollback-keeps-writes",
 		what:  "an exactly-once rollback keeps the aborted transaction's store writes, so the work processed again counts twice",
-		file:  "shell.go",
+		file:  "rewind.go",
 		old:   "\t\t\ts.ClearPending()\n",
 		new:   "",
 		tests: []tests{{".", "^TestExactlyOnceAbortCatchesUpStores$"}},
