@@ -36,8 +36,12 @@ type Store struct {
 	Session uint64
 
 	pending map[string]Write
-	// pendingKeys are pending's keys in ascending order, for Iterate.
+	// pendingKeys are pending's keys: in ascending order up to
+	// sortedKeys, then in the order first written since (sortPending
+	// sorts them, for Iterate and Seal). A backlog of distinct keys
+	// appends instead of inserting into a sorted slice per new key.
 	pendingKeys []string
+	sortedKeys  int
 	// last is the last changelog record of the pending writes; sealed
 	// holds earlier writes waiting for their commit (at-least-once).
 	last   *kgo.Record
@@ -138,11 +142,51 @@ func New(name, changelog string, st state.Store, source bool) *Store {
 // (for a source store, the input record being processed).
 func (s *Store) Stage(key string, w Write, rec *kgo.Record) {
 	if _, ok := s.pending[key]; !ok {
-		i, _ := slices.BinarySearch(s.pendingKeys, key)
-		s.pendingKeys = slices.Insert(s.pendingKeys, i, key)
+		s.pendingKeys = append(s.pendingKeys, key)
 	}
 	s.pending[key] = w
 	s.last = rec
+}
+
+// sortPending sorts pending's keys and returns them: the keys first
+// written since the last sort are sorted and merged into the sorted ones,
+// one insertion each when they are few (a processor that writes a key
+// and iterates, record after record), in one merge otherwise.
+func (s *Store) sortPending() []string {
+	n := len(s.pendingKeys)
+	if s.sortedKeys == n {
+		return s.pendingKeys
+	}
+	head, tail := s.pendingKeys[:s.sortedKeys], s.pendingKeys[s.sortedKeys:]
+	slices.Sort(tail)
+	switch {
+	case len(head) == 0:
+	case len(tail) <= 8:
+		var few [8]string
+		added := few[:copy(few[:], tail)]
+		keys := head
+		for _, k := range added {
+			i, _ := slices.BinarySearch(keys, k)
+			keys = slices.Insert(keys, i, k)
+		}
+		s.pendingKeys = keys
+	default:
+		merged := make([]string, 0, n)
+		i, j := 0, 0
+		for i < len(head) && j < len(tail) {
+			if head[i] < tail[j] {
+				merged = append(merged, head[i])
+				i++
+			} else {
+				merged = append(merged, tail[j])
+				j++
+			}
+		}
+		merged = append(append(merged, head[i:]...), tail[j:]...)
+		s.pendingKeys = merged
+	}
+	s.sortedKeys = n
+	return s.pendingKeys
 }
 
 // Ack records that the changelog holds everything before next (a produce
@@ -162,7 +206,7 @@ func (s *Store) Pending() int { return len(s.pending) }
 // ClearPending forgets the pending writes.
 func (s *Store) ClearPending() {
 	clear(s.pending)
-	s.pendingKeys = s.pendingKeys[:0]
+	s.pendingKeys, s.sortedKeys = s.pendingKeys[:0], 0
 }
 
 // Get reads key: its newest write not yet applied, or else the stored
@@ -200,7 +244,7 @@ func (s *Store) Iterate(start, end []byte, fn func(key, value []byte) error) err
 	for _, sl := range s.Sealed {
 		layer(sl.keys, sl.writes)
 	}
-	layer(s.pendingKeys, s.pending)
+	layer(s.sortPending(), s.pending)
 	keys := slices.Sorted(maps.Keys(over))
 	i := 0
 	// flush visits the overlay's keys below limit ("" with all: every one).
@@ -263,8 +307,8 @@ func (s *Store) SealAt(epoch uint64, at int64) {
 	if len(s.pending) == 0 {
 		return
 	}
-	s.Sealed = append(s.Sealed, Sealed{Epoch: epoch, writes: s.pending, keys: s.pendingKeys, last: s.last, At: at})
-	s.pending, s.pendingKeys, s.last = map[string]Write{}, nil, nil
+	s.Sealed = append(s.Sealed, Sealed{Epoch: epoch, writes: s.pending, keys: s.sortPending(), last: s.last, At: at})
+	s.pending, s.pendingKeys, s.sortedKeys, s.last = map[string]Write{}, nil, 0, nil
 }
 
 // WriteSealed writes entries to st, oldest first, in one batch built in

@@ -80,3 +80,99 @@ func TestIterate(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStageNewKeys stages n keys that are all new since the last
+// seal (a backlog of distinct words), then seals them: the cost per key
+// of the write buffer as the number of keys in one commit grows.
+//
+//	go test -run '^$' -bench StageNewKeys ./internal/taskstore
+func BenchmarkStageNewKeys(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		keys := make([]string, n)
+		rng := rand.New(rand.NewPCG(1, 2))
+		for i := range keys {
+			keys[i] = fmt.Sprintf("w%09d", rng.IntN(1_000_000_000))
+		}
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			s := New("s", "c", state.NewMemory("s"), false)
+			value := []byte("1")
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, k := range keys {
+					s.Stage(k, Write{Value: value}, nil)
+				}
+				s.Seal(1)
+				s.Sealed = s.Sealed[:0]
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/key")
+		})
+	}
+}
+
+// BenchmarkStageThenIterate stages a new key and iterates a short range
+// after each, as a processor that writes and scans per record does (a
+// window's aggregation), with up to n keys pending.
+//
+//	go test -run '^$' -bench StageThenIterate ./internal/taskstore
+func BenchmarkStageThenIterate(b *testing.B) {
+	for _, n := range []int{100, 1_000, 10_000} {
+		keys := make([]string, n)
+		rng := rand.New(rand.NewPCG(3, 4))
+		for i := range keys {
+			keys[i] = fmt.Sprintf("w%09d", rng.IntN(1_000_000_000))
+		}
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			s := New("s", "c", state.NewMemory("s"), false)
+			value := []byte("1")
+			visit := func(_, _ []byte) error { return nil }
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, k := range keys {
+					s.Stage(k, Write{Value: value}, nil)
+					if err := s.Iterate([]byte(k), []byte(k+"~"), visit); err != nil {
+						b.Fatal(err)
+					}
+				}
+				s.ClearPending()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/key")
+		})
+	}
+}
+
+// TestIterateBetweenWrites: reads between bursts of writes of every size
+// (a few keys, many keys, none) see the pending writes in order, so the
+// sort of the keys written since the last read, and its merge with those
+// sorted before, are checked against a plain map.
+func TestIterateBetweenWrites(t *testing.T) {
+	for seed := range uint64(100) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		s := New("s", "c", state.NewMemory("s"), false)
+		model := map[string]string{}
+		for round := range 30 {
+			for range []int{0, 1, 3, 8, 9, 40}[rng.IntN(6)] {
+				k, v := fmt.Sprintf("k%03d", rng.IntN(400)), fmt.Sprint(round)
+				s.Stage(k, Write{Value: []byte(v)}, nil)
+				model[k] = v
+			}
+			// A range, so that reads find its start in the sorted keys.
+			lo, hi := fmt.Sprintf("k%03d", rng.IntN(400)), fmt.Sprintf("k%03d", rng.IntN(400))
+			lo, hi = min(lo, hi), max(lo, hi)
+			var want, got []string
+			for _, k := range slices.Sorted(maps.Keys(model)) {
+				if k >= lo && k < hi {
+					want = append(want, k+"="+model[k])
+				}
+			}
+			if err := s.Iterate([]byte(lo), []byte(hi), func(k, v []byte) error { got = append(got, string(k)+"="+string(v)); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("seed %d round %d, [%s, %s):\n got %v\nwant %v", seed, round, lo, hi, got, want)
+			}
+			if rng.IntN(10) == 0 {
+				s.Seal(uint64(round))
+			}
+		}
+	}
+}
