@@ -64,7 +64,9 @@ type Config struct {
 	// Cover are event kinds (see Kinds) that must happen at least once:
 	// while one has not happened and it can happen now, the run picks it
 	// (the run's rng picks among several such), instead of an event at
-	// random. A kind the run cannot do under the config is an error.
+	// random. If one has not happened when Duration ends, events go on
+	// for up to Duration more until it has. A kind the run cannot do
+	// under the config is an error.
 	Cover []string
 }
 
@@ -346,8 +348,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		r.offsets.Poll(pctx)
 	}()
 
+	// Kinds to cover that have not happened when the duration ends get
+	// up to as long again, on a loaded machine where a learner may warm
+	// unseen several times in a row.
 	deadline := time.Now().Add(cfg.Duration)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+	coverBy := deadline.Add(cfg.Duration)
+	for ctx.Err() == nil {
+		if now := time.Now(); !now.Before(deadline) && (r.coveredAll() || !now.Before(coverBy)) {
+			break
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(cfg.Every):
@@ -447,6 +456,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// coveredAll reports whether every kind to cover has happened.
+func (r *run) coveredAll() bool {
+	for _, k := range r.cfg.Cover {
+		if !r.covered[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // event picks and performs one event, and returns its kind (with

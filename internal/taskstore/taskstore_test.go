@@ -88,11 +88,7 @@ func TestIterate(t *testing.T) {
 //	go test -run '^$' -bench StageNewKeys ./internal/taskstore
 func BenchmarkStageNewKeys(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 100_000} {
-		keys := make([]string, n)
-		rng := rand.New(rand.NewPCG(1, 2))
-		for i := range keys {
-			keys[i] = fmt.Sprintf("w%09d", rng.IntN(1_000_000_000))
-		}
+		keys := randomKeys(n, 1)
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			s := New("s", "c", state.NewMemory("s"), false)
 			value := []byte("1")
@@ -116,11 +112,7 @@ func BenchmarkStageNewKeys(b *testing.B) {
 //	go test -run '^$' -bench StageThenIterate ./internal/taskstore
 func BenchmarkStageThenIterate(b *testing.B) {
 	for _, n := range []int{100, 1_000, 10_000} {
-		keys := make([]string, n)
-		rng := rand.New(rand.NewPCG(3, 4))
-		for i := range keys {
-			keys[i] = fmt.Sprintf("w%09d", rng.IntN(1_000_000_000))
-		}
+		keys := randomKeys(n, 3)
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			s := New("s", "c", state.NewMemory("s"), false)
 			value := []byte("1")
@@ -175,4 +167,14 @@ func TestIterateBetweenWrites(t *testing.T) {
 			}
 		}
 	}
+}
+
+// randomKeys returns n keys drawn at random from a billion, by seed.
+func randomKeys(n int, seed uint64) []string {
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("w%09d", rng.IntN(1_000_000_000))
+	}
+	return keys
 }
