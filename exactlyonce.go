@@ -17,6 +17,7 @@ import (
 
 	"github.com/baton-streams/baton/instance"
 	"github.com/baton-streams/baton/internal/taskstore"
+	"github.com/baton-streams/baton/internal/topics"
 )
 
 // Guarantee is what an App promises about records it processes when an
@@ -509,7 +510,7 @@ type storeOfTask struct {
 // are blocked, so the stores are its to write.
 func (a *App) catchUpStores(ctx context.Context, tasks []*task) error {
 	byPart := map[string]map[int32]storeOfTask{}
-	var topics []string
+	var changelogs []string
 	for _, t := range tasks {
 		for _, s := range t.stores {
 			if s.Source {
@@ -517,12 +518,12 @@ func (a *App) catchUpStores(ctx context.Context, tasks []*task) error {
 			}
 			if byPart[s.Changelog] == nil {
 				byPart[s.Changelog] = map[int32]storeOfTask{}
-				topics = append(topics, s.Changelog)
+				changelogs = append(changelogs, s.Changelog)
 			}
 			byPart[s.Changelog][t.part] = storeOfTask{t, s}
 		}
 	}
-	if len(topics) == 0 {
+	if len(changelogs) == 0 {
 		return nil
 	}
 	// The rolled-back transaction's writes end before inDoubt. Its
@@ -532,7 +533,7 @@ func (a *App) catchUpStores(ctx context.Context, tasks []*task) error {
 	var ends kadm.ListedOffsets
 	for {
 		var err error
-		ends, err = a.admin.ListCommittedOffsets(ctx, topics...)
+		ends, err = a.admin.ListCommittedOffsets(ctx, changelogs...)
 		if err != nil {
 			return fmt.Errorf("baton: changelog ends to catch up: %w", err)
 		}
@@ -558,11 +559,11 @@ func (a *App) catchUpStores(ctx context.Context, tasks []*task) error {
 			c.s.InDoubt = 0
 		}
 	}
-	upTo := map[topicPart]int64{}
+	upTo := map[topics.Partition]int64{}
 	for topic, parts := range byPart {
 		for p := range parts {
 			if o, ok := ends.Lookup(topic, p); ok && o.Err == nil {
-				upTo[topicPart{topic, p}] = o.Offset
+				upTo[topics.Partition{Topic: topic, Part: p}] = o.Offset
 			}
 		}
 	}
@@ -574,11 +575,11 @@ func (a *App) catchUpStores(ctx context.Context, tasks []*task) error {
 // an unknown outcome that did commit moved the input past what the
 // stores hold.
 func (a *App) catchUpSources(ctx context.Context, tasks []*task, set map[string]map[int32]kgo.EpochOffset) error {
-	upTo := map[topicPart]int64{}
+	upTo := map[topics.Partition]int64{}
 	for _, t := range tasks {
 		for _, s := range t.stores {
 			if eo, ok := set[s.Changelog][t.part]; ok && s.Source {
-				upTo[topicPart{s.Changelog, t.part}] = eo.Offset
+				upTo[topics.Partition{Topic: s.Changelog, Part: t.part}] = eo.Offset
 			}
 		}
 	}
@@ -588,13 +589,13 @@ func (a *App) catchUpSources(ctx context.Context, tasks []*task, set map[string]
 // applyUpTo reads, for each store of tasks whose changelog partition is in
 // upTo, the changelog from the store's checkpoint to that offset
 // (excluded) and applies it. It runs while no worker processes.
-func (a *App) applyUpTo(ctx context.Context, tasks []*task, upTo map[topicPart]int64, what string) error {
+func (a *App) applyUpTo(ctx context.Context, tasks []*task, upTo map[topics.Partition]int64, what string) error {
 	byPart := map[string]map[int32]storeOfTask{}
 	from := map[string]map[int32]kgo.Offset{}
 	behind := map[string]map[int32]int64{}
 	for _, t := range tasks {
 		for _, s := range t.stores {
-			end, ok := upTo[topicPart{s.Changelog, t.part}]
+			end, ok := upTo[topics.Partition{Topic: s.Changelog, Part: t.part}]
 			if !ok || end <= s.Checkpoint {
 				continue
 			}

@@ -13,23 +13,18 @@ import (
 
 	"github.com/baton-streams/baton/autoscale"
 	"github.com/baton-streams/baton/internal/measure"
+	"github.com/baton-streams/baton/internal/topics"
 )
-
-// topicPart names a partition of a topic the App reads or writes.
-type topicPart struct {
-	topic string
-	part  int32
-}
 
 // inputRead is one read of the offsets of every partition of the input
 // topics, made off the loop.
 type inputRead struct {
 	at     time.Time
-	ends   map[topicPart]int64
-	starts map[topicPart]int64
+	ends   map[topics.Partition]int64
+	starts map[topics.Partition]int64
 	// committed is the group's committed offsets, read only when the
 	// instance led the group as the read began; nil otherwise.
-	committed map[topicPart]int64
+	committed map[topics.Partition]int64
 	err       error
 }
 
@@ -38,7 +33,7 @@ type inputRead struct {
 type inputState struct {
 	reading bool // a read is under way
 	reads   int  // reads taken
-	rates   *measure.Rates[topicPart]
+	rates   *measure.Rates[topics.Partition]
 	busy    measure.Meter // the workers' records against their busy seconds
 	// rec exists while this instance leads; prevLag is the group's lag
 	// at its previous observation.
@@ -54,7 +49,7 @@ type inputState struct {
 }
 
 func newInputState() inputState {
-	return inputState{rates: measure.NewRates[topicPart](measure.Window), busy: measure.Meter{Window: measure.Window}}
+	return inputState{rates: measure.NewRates[topics.Partition](measure.Window), busy: measure.Meter{Window: measure.Window}}
 }
 
 // leads reports whether this instance computed the plan of the group's
@@ -86,32 +81,32 @@ func (s *shell) readInput() {
 // the input topics, and with committed the group's committed offsets, off
 // the loop.
 func (a *App) readInputAsync(committed bool) {
-	topics := a.sourceTopics()
+	sources := a.sourceTopics()
 	a.oneShot(func(ctx context.Context, ch loopChans) {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		r := inputRead{ends: map[topicPart]int64{}, starts: map[topicPart]int64{}}
-		collect := func(into map[topicPart]int64) func(kadm.ListedOffset) {
+		r := inputRead{ends: map[topics.Partition]int64{}, starts: map[topics.Partition]int64{}}
+		collect := func(into map[topics.Partition]int64) func(kadm.ListedOffset) {
 			return func(o kadm.ListedOffset) {
 				if o.Err == nil {
-					into[topicPart{o.Topic, o.Partition}] = o.Offset
+					into[topics.Partition{Topic: o.Topic, Part: o.Partition}] = o.Offset
 				}
 			}
 		}
-		ends, err := a.admin.ListEndOffsets(ctx, topics...)
+		ends, err := a.admin.ListEndOffsets(ctx, sources...)
 		if err == nil {
 			ends.Each(collect(r.ends))
 			var starts kadm.ListedOffsets
-			starts, err = a.admin.ListStartOffsets(ctx, topics...)
+			starts, err = a.admin.ListStartOffsets(ctx, sources...)
 			starts.Each(collect(r.starts))
 		}
 		if err == nil && committed {
 			var resp kadm.OffsetResponses
 			resp, err = a.admin.FetchOffsets(ctx, a.cfg.appID)
-			r.committed = map[topicPart]int64{}
+			r.committed = map[topics.Partition]int64{}
 			resp.Each(func(o kadm.OffsetResponse) {
 				if o.Err == nil && o.At >= 0 {
-					r.committed[topicPart{o.Topic, o.Partition}] = o.At
+					r.committed[topics.Partition{Topic: o.Topic, Part: o.Partition}] = o.At
 				}
 			})
 		}
@@ -162,7 +157,7 @@ func (s *shell) inputRead(r inputRead) {
 		ends, positions := map[string]int64{}, map[string]int64{}
 		var rate float64
 		for _, topic := range t.sub.Sources {
-			tp := topicPart{topic, t.part}
+			tp := topics.Partition{Topic: topic, Part: t.part}
 			end, ok := r.ends[tp]
 			if !ok {
 				continue
@@ -192,11 +187,11 @@ func (s *shell) inputRead(r inputRead) {
 // position is the next offset task t processes in partition tp: after
 // the last record it processed, else the group's committed offset, else
 // the partition's start (where a task with nothing committed begins).
-func position(t *task, tp topicPart, committed map[string]map[int32]kgo.EpochOffset, start int64) int64 {
-	if o, ok := t.offsets[tp.topic]; ok {
+func position(t *task, tp topics.Partition, committed map[string]map[int32]kgo.EpochOffset, start int64) int64 {
+	if o, ok := t.offsets[tp.Topic]; ok {
 		return o.Offset
 	}
-	if o, ok := committed[tp.topic][tp.part]; ok && o.Offset >= 0 {
+	if o, ok := committed[tp.Topic][tp.Part]; ok && o.Offset >= 0 {
 		return o.Offset
 	}
 	return start
@@ -256,7 +251,7 @@ func (s *shell) withdraw() {
 // every input partition (with the group's committed offsets), the input
 // rates, the leader's last plan and the workers' rate. LagDraining is
 // the caller's.
-func observe(r inputRead, rates *measure.Rates[topicPart], plan *PlanStatus, workers int, workerRate float64) autoscale.Observation {
+func observe(r inputRead, rates *measure.Rates[topics.Partition], plan *PlanStatus, workers int, workerRate float64) autoscale.Observation {
 	o := autoscale.Observation{Now: r.at, WorkersPerInstance: workers, WorkerRate: workerRate}
 	// A draining member is on its way out: the group's size is what stays.
 	// Counting it would make the rule's "hold" a request for one more
@@ -268,8 +263,8 @@ func observe(r inputRead, rates *measure.Rates[topicPart], plan *PlanStatus, wor
 	}
 	o.Instances = max(1, o.Instances)
 	// In order, so that equal reads give equal sums.
-	parts := slices.SortedFunc(maps.Keys(r.ends), func(x, y topicPart) int {
-		return cmp.Or(cmp.Compare(x.topic, y.topic), cmp.Compare(x.part, y.part))
+	parts := slices.SortedFunc(maps.Keys(r.ends), func(x, y topics.Partition) int {
+		return cmp.Or(cmp.Compare(x.Topic, y.Topic), cmp.Compare(x.Part, y.Part))
 	})
 	for _, tp := range parts {
 		end := r.ends[tp]

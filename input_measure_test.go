@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/internal/measure"
+	"github.com/baton-streams/baton/internal/topics"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -14,7 +15,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 
 func TestPosition(t *testing.T) {
-	tp := topicPart{"in", 2}
+	tp := topics.Partition{Topic: "in", Part: 2}
 	committed := map[string]map[int32]kgo.EpochOffset{"in": {2: {Offset: 40}, 3: {Offset: -1}}}
 	processed := &task{offsets: map[string]kgo.EpochOffset{"in": {Offset: 55}}}
 	fresh := &task{offsets: map[string]kgo.EpochOffset{}}
@@ -24,19 +25,19 @@ func TestPosition(t *testing.T) {
 	if got := position(fresh, tp, committed, 7); got != 40 {
 		t.Errorf("nothing processed: %d, want 40 (the committed offset)", got)
 	}
-	if got := position(fresh, topicPart{"in", 3}, committed, 7); got != 7 {
+	if got := position(fresh, topics.Partition{Topic: "in", Part: 3}, committed, 7); got != 7 {
 		t.Errorf("nothing committed: %d, want 7 (the partition's start)", got)
 	}
 }
 
 func TestObserve(t *testing.T) {
-	a0, a1, a2 := topicPart{"a", 0}, topicPart{"a", 1}, topicPart{"a", 2}
-	rates := measure.NewRates[topicPart](30 * time.Second)
-	rates.Observe(at(0), map[topicPart]int64{a0: 0, a1: 0, a2: 0})
+	a0, a1, a2 := topics.Partition{Topic: "a", Part: 0}, topics.Partition{Topic: "a", Part: 1}, topics.Partition{Topic: "a", Part: 2}
+	rates := measure.NewRates[topics.Partition](30 * time.Second)
+	rates.Observe(at(0), map[topics.Partition]int64{a0: 0, a1: 0, a2: 0})
 	r := inputRead{at: at(10),
-		ends:      map[topicPart]int64{a0: 1000, a1: 300, a2: 50},
-		starts:    map[topicPart]int64{a0: 0, a1: 0, a2: 20},
-		committed: map[topicPart]int64{a0: 900, a1: 300}}
+		ends:      map[topics.Partition]int64{a0: 1000, a1: 300, a2: 50},
+		starts:    map[topics.Partition]int64{a0: 0, a1: 0, a2: 20},
+		committed: map[topics.Partition]int64{a0: 900, a1: 300}}
 	rates.Observe(r.at, r.ends)
 	plan := &PlanStatus{Instances: []PlanInstance{
 		{ID: "x", Learner: []string{"0_1"}, Revoked: []string{"0_2"}},

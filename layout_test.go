@@ -16,8 +16,8 @@ import (
 // needs a package above its own is a sign the code does too.
 var runtimePackages = []string{
 	"internal/restore",
-	"internal/topics",
 	"internal/global",
+	"internal/topics",
 	"internal/taskstore",
 	"internal/purge",
 	"internal/measure",

@@ -16,6 +16,7 @@ import (
 	"github.com/baton-streams/baton/instance"
 	"github.com/baton-streams/baton/internal/restore"
 	"github.com/baton-streams/baton/internal/taskstore"
+	"github.com/baton-streams/baton/internal/topics"
 	"github.com/baton-streams/baton/lifecycle"
 	"github.com/baton-streams/baton/state"
 	"github.com/baton-streams/baton/topology"
@@ -29,7 +30,7 @@ func (s *shell) startRestore(t *task, cps map[string]int64) {
 		s.sessions++
 		st.Session = s.sessions
 		st.Parked = false
-		s.restorer.Start(restore.TopicPart{Topic: st.Changelog, Part: t.part}, kgo.NewOffset().At(cps[name]), st.Session)
+		s.restorer.Start(topics.Partition{Topic: st.Changelog, Part: t.part}, kgo.NewOffset().At(cps[name]), st.Session)
 	}
 	t.reading = true
 }
@@ -52,7 +53,7 @@ func (s *shell) limits(e instance.Ends) {
 			st.Parked = false
 			s.sessions++
 			st.Session = s.sessions
-			s.restorer.Start(restore.TopicPart{Topic: st.Changelog, Part: t.part}, kgo.NewOffset().At(st.Checkpoint), st.Session)
+			s.restorer.Start(topics.Partition{Topic: st.Changelog, Part: t.part}, kgo.NewOffset().At(st.Checkpoint), st.Session)
 		}
 	}
 }
@@ -62,7 +63,7 @@ func (s *shell) stopRestore(t *task) {
 		return
 	}
 	for _, st := range t.stores {
-		s.restorer.Stop(restore.TopicPart{Topic: st.Changelog, Part: t.part})
+		s.restorer.Stop(topics.Partition{Topic: st.Changelog, Part: t.part})
 		st.Session = 0
 	}
 	t.reading = false
@@ -252,7 +253,7 @@ func (s *shell) upToLimit(t *task, st *taskstore.Store, p restore.Part) ([]*kgo.
 }
 
 func (s *shell) park(t *task, st *taskstore.Store) {
-	s.restorer.Stop(restore.TopicPart{Topic: st.Changelog, Part: t.part})
+	s.restorer.Stop(topics.Partition{Topic: st.Changelog, Part: t.part})
 	st.Session, st.Parked = 0, true
 }
 
@@ -262,7 +263,7 @@ func (s *shell) park(t *task, st *taskstore.Store) {
 // its start. Going on from the start without the wipe would keep every
 // value the lost records changed. It runs on the loop, which owns the
 // store; it is rare. It returns false if the App failed.
-func (s *shell) rebuild(t *task, st *taskstore.Store, tp restore.TopicPart, cause error) bool {
+func (s *shell) rebuild(t *task, st *taskstore.Store, tp topics.Partition, cause error) bool {
 	a := s.a
 	a.log.Warn("changelog records the store lacks are gone; wiping it and restoring from the changelog's start",
 		"task", t.id, "store", st.Name, "checkpoint", st.Checkpoint, "err", cause)

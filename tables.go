@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/baton-streams/baton/internal/topics"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -141,7 +142,7 @@ func (s *shell) bootDone(t *task) bool {
 	}
 	committed := s.a.group.CommittedOffsets()
 	for topic, end := range t.boot.ends {
-		if position(t, topicPart{topic, t.part}, committed, 0) >= end {
+		if position(t, topics.Partition{Topic: topic, Part: t.part}, committed, 0) >= end {
 			continue
 		}
 		waiting := slices.ContainsFunc(s.a.backlog[t.id], func(r *kgo.Record) bool { return r.Topic == topic })

@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/internal/errs"
+	"github.com/baton-streams/baton/internal/topics"
 	"github.com/baton-streams/baton/state"
 	"github.com/baton-streams/baton/topology"
 )
@@ -82,7 +83,7 @@ type Stores struct {
 	lag    *prometheus.GaugeVec
 
 	cl      *kgo.Client
-	lastErr map[topicPart]string // the last fetch error logged, per partition (reader only)
+	lastErr map[topics.Partition]string // the last fetch error logged, per partition (reader only)
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the reader ends
 
@@ -112,16 +113,11 @@ type globalStore struct {
 	read  atomic.Int64
 }
 
-type topicPart struct {
-	topic string
-	part  int32
-}
-
 // New prepares the global stores of specs (nothing is opened until
 // Start). A topology with global stores needs a state directory, as a
 // stateful one does.
 func New(specs []topology.GlobalStoreSpec, cfg Config) (*Stores, error) {
-	g := &Stores{cfg: cfg, byName: map[string]*globalStore{}, lastErr: map[topicPart]string{}, failed: make(chan struct{})}
+	g := &Stores{cfg: cfg, byName: map[string]*globalStore{}, lastErr: map[topics.Partition]string{}, failed: make(chan struct{})}
 	for _, spec := range specs {
 		if _, dup := g.byName[spec.Name]; dup {
 			return nil, fmt.Errorf("%w: global store %q: made twice", errs.ErrConfig, spec.Name)
@@ -448,7 +444,7 @@ func (g *Stores) poll(ctx context.Context, b *state.Batch) error {
 				}
 				return
 			}
-			if tp := (topicPart{p.Topic, p.Partition}); g.lastErr[tp] != p.Err.Error() {
+			if tp := (topics.Partition{Topic: p.Topic, Part: p.Partition}); g.lastErr[tp] != p.Err.Error() {
 				g.lastErr[tp] = p.Err.Error() // the client retries: log each error once
 				g.cfg.Log.Warn("fetching a global store topic", "topic", p.Topic, "partition", p.Partition, "err", p.Err)
 			}

@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton/internal/topics"
 )
 
 // Restorer reads the changelogs that standbys, learners and restoring
@@ -31,18 +33,12 @@ type Restorer struct {
 	wake   chan struct{}      // capacity 1: commands are queued
 
 	// The restorer goroutine's own.
-	sessions map[TopicPart]uint64 // partitions read, with their session
-	buf      []Part               // records taken from the client, not yet handed over
-}
-
-// TopicPart names a changelog partition.
-type TopicPart struct {
-	Topic string
-	Part  int32
+	sessions map[topics.Partition]uint64 // partitions read, with their session
+	buf      []Part                      // records taken from the client, not yet handed over
 }
 
 type restoreCmd struct {
-	tp      TopicPart
+	tp      topics.Partition
 	start   bool
 	at      kgo.Offset // start: where to read from
 	session uint64     // start: the session its records carry
@@ -51,7 +47,7 @@ type restoreCmd struct {
 // Part is records of one changelog partition, in offset order, read in
 // Session.
 type Part struct {
-	TP      TopicPart
+	TP      topics.Partition
 	Session uint64
 	Recs    []*kgo.Record
 	HWM     int64 // the partition's end when fetched; -1 if the fetch failed
@@ -63,18 +59,18 @@ type Part struct {
 type Chunk []Part
 
 func New(cl *kgo.Client, out chan<- Chunk, max int) *Restorer {
-	return &Restorer{cl: cl, out: out, max: max, wake: make(chan struct{}, 1), sessions: map[TopicPart]uint64{}}
+	return &Restorer{cl: cl, out: out, max: max, wake: make(chan struct{}, 1), sessions: map[topics.Partition]uint64{}}
 }
 
 // Start asks the restorer to read tp from at (again, if it reads tp
 // already), its records tagged with session. It does not wait.
-func (r *Restorer) Start(tp TopicPart, at kgo.Offset, session uint64) {
+func (r *Restorer) Start(tp topics.Partition, at kgo.Offset, session uint64) {
 	r.post(restoreCmd{tp: tp, start: true, at: at, session: session})
 }
 
 // Stop asks the restorer to stop reading tp. It does not wait; records
 // of tp already handed over or in flight still carry their session.
-func (r *Restorer) Stop(tp TopicPart) {
+func (r *Restorer) Stop(tp topics.Partition) {
 	r.post(restoreCmd{tp: tp})
 }
 
@@ -143,7 +139,7 @@ func (r *Restorer) takeCmds() {
 	if len(cmds) == 0 {
 		return
 	}
-	named := map[TopicPart]bool{}
+	named := map[topics.Partition]bool{}
 	for _, c := range cmds {
 		named[c.tp] = true
 		if _, reading := r.sessions[c.tp]; reading {
@@ -183,7 +179,7 @@ func (r *Restorer) poll(ctx context.Context) {
 	r.mu.Unlock()
 	cancel()
 	f.EachPartition(func(p kgo.FetchTopicPartition) {
-		tp := TopicPart{p.Topic, p.Partition}
+		tp := topics.Partition{Topic: p.Topic, Part: p.Partition}
 		session, reading := r.sessions[tp]
 		if !reading {
 			return

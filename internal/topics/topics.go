@@ -24,6 +24,12 @@ import (
 	"github.com/baton-streams/baton/topology"
 )
 
+// Partition names one partition of one topic.
+type Partition struct {
+	Topic string
+	Part  int32
+}
+
 // Need is what Prepare makes ready.
 type Need struct {
 	Brokers       []string // the seed brokers, named in errors
