@@ -46,8 +46,6 @@ type committer interface {
 	// rejoin, or an open transaction could commit under the new
 	// generation work another member has redone.
 	lost() int
-	// final commits the tasks' work and waits, at the end of Run.
-	final(ctx context.Context, tasks []*task) error
 	// abort gives up what is not committed, when Run fails.
 	abort()
 }
@@ -118,30 +116,20 @@ func (a *App) gaveUp(ctx context.Context, err error) error {
 // finalSeq is the sequence number of the final commit (never the core's).
 const finalSeq = -1
 
-// waitFinal begins the final commit and waits for it, finishing the
-// commits before it on the way.
-func (a *App) waitFinal(ctx context.Context, c committer, tasks []*task) error {
-	c.begin(finalSeq, tasks, true)
+// finalCommit commits the tasks' work and waits for it, at the end of a
+// membership, finishing the commits before it on the way.
+func (s *shell) finalCommit(ctx context.Context, tasks []*task) error {
+	s.a.commit.begin(finalSeq, tasks, true)
 	for {
 		select {
-		case r := <-a.ch.commits:
-			w, cd := c.done(r)
-			if a.shell != nil {
-				if r.aborted {
-					a.shell.rollBack()
-				}
-				if w != nil {
-					// Written in the background: the stores close after.
-					a.shell.startWrite(w)
-				}
-			}
+		case r := <-s.a.ch.commits:
+			// A write it starts ends before the stores close.
+			_, cd := s.takeResult(r)
 			if r.seq == finalSeq {
 				return r.err
 			}
-			if a.shell != nil {
-				a.shell.core.Step(cd) // its effects are moot: the loop is ending
-				a.shell.core.Ready()
-			}
+			s.core.Step(cd) // its effects are moot: the loop is ending
+			s.core.Ready()
 		case <-ctx.Done():
 			return fmt.Errorf("baton: final commit: %w", ctx.Err())
 		}
@@ -343,10 +331,6 @@ func (c *atLeastOnce) done(r commitResult) (*commitWrite, instance.CommitDone) {
 // owner process again what it already did); not committing them makes
 // every member that gets its partitions back process again what it did.
 func (c *atLeastOnce) lost() int { return 0 }
-
-func (c *atLeastOnce) final(ctx context.Context, tasks []*task) error {
-	return c.a.waitFinal(ctx, c, tasks)
-}
 
 func (c *atLeastOnce) abort() {}
 

@@ -401,7 +401,7 @@ func (a *App) closeAll() {
 func (a *App) leave(active []*task) error {
 	ctx, cancel := context.WithTimeout(a.runCtx, 10*time.Second)
 	defer cancel()
-	if err := a.commit.final(ctx, active); err != nil {
+	if err := a.shell.finalCommit(ctx, active); err != nil {
 		a.log.Warn("final commit", "err", err)
 	}
 	// Callbacks the client calls while leaving find the loop gone, and
@@ -433,7 +433,7 @@ func (a *App) leave(active []*task) error {
 func (a *App) stopForRestart(active []*task) error {
 	ctx, cancel := context.WithTimeout(a.runCtx, 10*time.Second)
 	defer cancel()
-	if err := a.commit.final(ctx, active); err != nil {
+	if err := a.shell.finalCommit(ctx, active); err != nil {
 		a.log.Warn("final commit before the restart", "err", err)
 	}
 	a.closeAll()

@@ -132,12 +132,36 @@ type transactional struct {
 	// below finalSeq (never the core's).
 	lostSession atomic.Bool
 	lostSeq     int
-	// lostCommit and forceAbort, when set (tests), make the next commit
-	// report this error after it committed (an outcome lost on the way),
-	// or abort with it instead of committing (the next transaction with
-	// work in it, once abortSkips more have committed).
-	lostCommit, forceAbort atomic.Pointer[error]
-	abortSkips             atomic.Int64
+	// fault is planted by tests (plant).
+	fault atomic.Pointer[txnFault]
+}
+
+// txnFault changes one transaction with work in it, the next one after
+// skip more have committed: it aborts with abort instead of committing,
+// or it commits and reports lost, an outcome lost on the way. A lost
+// outcome waits for a transaction that produced records.
+type txnFault struct {
+	skip        int
+	abort, lost error
+}
+
+// plant makes f the fault of a transaction to come (tests).
+func (c *transactional) plant(f txnFault) { c.fault.Store(&f) }
+
+// takeFault counts a transaction with work against the planted fault's
+// skip, and returns the fault if it is this transaction's.
+func (c *transactional) takeFault() *txnFault {
+	f := c.fault.Load()
+	switch {
+	case f == nil:
+		return nil
+	case f.skip > 0:
+		c.fault.CompareAndSwap(f, &txnFault{skip: f.skip - 1, abort: f.abort, lost: f.lost})
+		return nil
+	case c.fault.CompareAndSwap(f, nil):
+		return f
+	}
+	return nil
 }
 
 type txnJob struct {
@@ -218,10 +242,6 @@ func (c *transactional) lost() int {
 
 var errLostSession = errors.New("baton: this member's partitions were lost (session expired)")
 
-func (c *transactional) final(ctx context.Context, tasks []*task) error {
-	return c.a.waitFinal(ctx, c, tasks)
-}
-
 func (c *transactional) abort() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -271,10 +291,9 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 	if c.produced.Load() == 0 && c.processed.Load() == 0 {
 		return r // nothing in this transaction
 	}
-	if c.forceAbort.Load() != nil && c.abortSkips.Add(-1) < 0 {
-		if err := c.forceAbort.Swap(nil); err != nil {
-			return c.abortTxn(r, *err)
-		}
+	fault := c.takeFault()
+	if fault != nil && fault.abort != nil {
+		return c.abortTxn(r, fault.abort)
 	}
 	if a.cfg.onCommitWork != nil {
 		a.cfg.onCommitWork()
@@ -295,6 +314,9 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 		return c.abortTxn(r, errLostSession)
 	}
 	if c.produced.Load() == 0 {
+		if fault != nil {
+			c.fault.CompareAndSwap(nil, fault)
+		}
 		return c.commitOffsetsOnly(cctx, r, j, start, abort)
 	}
 	for {
@@ -324,8 +346,8 @@ func (c *transactional) commit(ctx context.Context, j txnJob) commitResult {
 	if err := a.group.EndTransaction(cctx, kgo.TryCommit); err != nil {
 		return abort(fmt.Errorf("baton: committing the transaction: %w", err))
 	}
-	if err := c.lostCommit.Swap(nil); err != nil {
-		return c.abortTxn(r, fmt.Errorf("baton: committing the transaction: %w", *err))
+	if fault != nil && fault.lost != nil {
+		return c.abortTxn(r, fmt.Errorf("baton: committing the transaction: %w", fault.lost))
 	}
 	a.metrics.Transactions.WithLabelValues("committed").Inc()
 	a.purger.Committed(j.offsets, nil)

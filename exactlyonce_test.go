@@ -185,8 +185,7 @@ func TestExactlyOnceAbortCatchesUpStores(t *testing.T) {
 	aborted := func() float64 { return testutil.ToFloat64(a.app.metrics.Transactions.WithLabelValues("aborted")) }
 	before := aborted()
 	cause := errors.New("test: a commit with an unknown outcome")
-	a.app.commit.(*transactional).abortSkips.Store(1)
-	a.app.commit.(*transactional).forceAbort.Store(&cause)
+	a.app.commit.(*transactional).plant(txnFault{skip: 1, abort: cause})
 	if err := h.prod.ProduceSync(context.Background(), &kgo.Record{Topic: h.input, Value: []byte("beta")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestStopWaitsForTheCatchUp(t *testing.T) {
 	f := h.startFlow(10 * time.Millisecond)
 	defer f.stop()
 	lost := errors.New("test: the commit's outcome was lost")
-	a.app.commit.(*transactional).lostCommit.Store(&lost)
+	a.app.commit.(*transactional).plant(txnFault{lost: lost})
 	select {
 	case <-held:
 	case <-time.After(30 * time.Second):

@@ -714,13 +714,9 @@ func (s *shell) reply(request int) {
 
 // committed finishes a commit and tells the core.
 func (s *shell) committed(r commitResult) {
-	w, cd := s.a.commit.done(r)
-	if r.aborted {
-		s.rollBack()
-	}
+	writing, cd := s.takeResult(r)
 	switch {
-	case w != nil:
-		s.startWrite(w) // the core hears of it once written
+	case writing: // the core hears of it once written
 	case r.seq > 0:
 		s.step(cd)
 	case r.seq < finalSeq: // an abort the core asked for at a loss
@@ -729,6 +725,21 @@ func (s *shell) committed(r commitResult) {
 	// Processing may have waited for the commit.
 	s.dispatch()
 	s.pollIfCaughtUp()
+}
+
+// takeResult takes a commit's result to the committer and the stores: an
+// aborted transaction's writes are rolled back, and the writes a commit
+// made durable start to be written (in the background, in order). It says
+// whether a write started.
+func (s *shell) takeResult(r commitResult) (writing bool, cd instance.CommitDone) {
+	w, cd := s.a.commit.done(r)
+	if r.aborted {
+		s.rollBack()
+	}
+	if w != nil {
+		s.startWrite(w)
+	}
+	return w != nil, cd
 }
 
 // planned hands the leader's plan of a round to the loop (see led).

@@ -243,7 +243,7 @@ func TestExactlyOnceLostCommitOutcomes(t *testing.T) {
 	lost := errors.New("test: the commit's outcome was lost")
 	for range 10 {
 		n := aborted()
-		a.app.commit.(*transactional).lostCommit.Store(&lost)
+		a.app.commit.(*transactional).plant(txnFault{lost: lost})
 		h.eventually(30*time.Second, "a commit with a lost outcome", func() bool { return aborted() > n })
 	}
 	f.stop()

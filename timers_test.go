@@ -223,7 +223,7 @@ func testTimersSurviveHandovers(t *testing.T, g Guarantee) {
 			aborted := func() float64 { return testutil.ToFloat64(r.app.metrics.Transactions.WithLabelValues("aborted")) }
 			before := aborted()
 			cause := errors.New("test: a transaction with timers fired aborts")
-			r.app.commit.(*transactional).forceAbort.Store(&cause)
+			r.app.commit.(*transactional).plant(txnFault{abort: cause})
 			waitFor(t, 30*time.Second, func() bool { return aborted() > before }, func() string { return "no abort on " + r.app.InstanceID() })
 		}
 	}
