@@ -1,11 +1,13 @@
 package baton
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/baton-streams/baton/internal/work"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -38,18 +40,18 @@ func WithBadRecords(p BadRecordPolicy) Option { return func(c *config) { c.badRe
 // badRecord applies the policy to a record whose processing failed with
 // err; it returns nil when the record was dealt with and processing goes
 // on.
-func (a *App) badRecord(t *task, r *kgo.Record, err error) error {
+func (a *App) badRecord(t *work.Task, r *kgo.Record, err error) error {
 	p := a.cfg.badRecords
 	if !p.skip || !errors.Is(err, topology.ErrDecode) {
 		return err
 	}
-	a.metrics.BadRecords.WithLabelValues(t.id).Inc()
-	a.log.Warn("bad record skipped", "task", t.id, "topic", r.Topic, "partition", r.Partition, "offset", r.Offset,
+	a.metrics.BadRecords.WithLabelValues(t.ID).Inc()
+	a.log.Warn("bad record skipped", "task", t.ID, "topic", r.Topic, "partition", r.Partition, "offset", r.Offset,
 		"dead_letter", p.deadLetter, "err", err)
 	if p.deadLetter == "" {
 		return nil
 	}
-	dl := &kgo.Record{Topic: p.deadLetter, Key: clone(r.Key), Value: clone(r.Value), Timestamp: r.Timestamp, Headers: append([]kgo.RecordHeader(nil), r.Headers...)}
+	dl := &kgo.Record{Topic: p.deadLetter, Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value), Timestamp: r.Timestamp, Headers: append([]kgo.RecordHeader(nil), r.Headers...)}
 	dl.Headers = append(dl.Headers,
 		kgo.RecordHeader{Key: "baton.source.topic", Value: []byte(r.Topic)},
 		kgo.RecordHeader{Key: "baton.source.partition", Value: []byte(strconv.Itoa(int(r.Partition)))},
@@ -60,6 +62,6 @@ func (a *App) badRecord(t *task, r *kgo.Record, err error) error {
 		return perr
 	}
 	dl.Partition = r.Partition % n
-	a.produce(dl, a.produced)
+	t.Ctx.Produce(dl)
 	return nil
 }

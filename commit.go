@@ -14,6 +14,7 @@ import (
 
 	"github.com/baton-streams/baton/instance"
 	"github.com/baton-streams/baton/internal/taskstore"
+	"github.com/baton-streams/baton/internal/work"
 )
 
 // committer makes processed work durable. There are two: at-least-once
@@ -29,7 +30,7 @@ type committer interface {
 	produce(r *kgo.Record, promise func(*kgo.Record, error))
 	// begin starts commit seq of the tasks' work (final: a revoke or the
 	// end waits for it).
-	begin(seq int, tasks []*task, final bool)
+	begin(seq int, tasks []*work.Task, final bool)
 	// exclusive reports whether processing must wait: a transaction is
 	// committing (every record processed belongs to the open one), or
 	// commits fall behind (processing may run one commit interval ahead
@@ -118,7 +119,7 @@ const finalSeq = -1
 
 // finalCommit commits the tasks' work and waits for it, at the end of a
 // membership, finishing the commits before it on the way.
-func (s *shell) finalCommit(ctx context.Context, tasks []*task) error {
+func (s *shell) finalCommit(ctx context.Context, tasks []*work.Task) error {
 	s.a.commit.begin(finalSeq, tasks, true)
 	for {
 		select {
@@ -289,10 +290,10 @@ func (c *atLeastOnce) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
 	})
 }
 
-func (c *atLeastOnce) begin(seq int, tasks []*task, _ bool) {
+func (c *atLeastOnce) begin(seq int, tasks []*work.Task, _ bool) {
 	epoch := c.acks.cut()
 	for _, t := range tasks {
-		for _, s := range t.stores {
+		for _, s := range t.Stores {
 			s.Seal(epoch.id)
 		}
 	}
@@ -315,7 +316,7 @@ func (c *atLeastOnce) done(r commitResult) (*commitWrite, instance.CommitDone) {
 	// The writes of the commit's epoch and of those before, acknowledged.
 	upTo := func(e taskstore.Sealed) bool { return e.Epoch <= r.epoch }
 	for _, t := range c.a.tasks {
-		for _, s := range t.stores {
+		for _, s := range t.Stores {
 			w.take(t, s, upTo)
 		}
 	}
@@ -336,14 +337,14 @@ func (c *atLeastOnce) abort() {}
 
 // inputOffsets are the next input offsets to commit for tasks, by topic
 // and partition.
-func inputOffsets(tasks []*task) map[string]map[int32]kgo.EpochOffset {
+func inputOffsets(tasks []*work.Task) map[string]map[int32]kgo.EpochOffset {
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	for _, t := range tasks {
-		for topic, eo := range t.offsets {
+		for topic, eo := range t.Offsets {
 			if offsets[topic] == nil {
 				offsets[topic] = map[int32]kgo.EpochOffset{}
 			}
-			offsets[topic][t.part] = eo
+			offsets[topic][t.Part] = eo
 		}
 	}
 	return offsets

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/baton-streams/baton/internal/work"
 )
 
 // storeCopy is a store as its task started processing on an instance:
@@ -40,10 +42,10 @@ func (h *harness) checkCopies() Option {
 	cc := h.copies
 	return func(c *config) {
 		inst := c.instanceID
-		c.onStart = func(t *task) {
-			for _, name := range slices.Sorted(maps.Keys(t.stores)) {
-				s := t.stores[name]
-				sc := storeCopy{instance: inst, task: t.id, store: name, changelog: s.Changelog, part: t.part,
+		c.onStart = func(t *work.Task) {
+			for _, name := range slices.Sorted(maps.Keys(t.Stores)) {
+				s := t.Stores[name]
+				sc := storeCopy{instance: inst, task: t.ID, store: name, changelog: s.Changelog, part: t.Part,
 					checkpoint: s.Checkpoint, data: map[string]string{}}
 				if s.Pending() > 0 || len(s.Sealed) > 0 {
 					sc.err = fmt.Errorf("%d pending and %d sealed writes before it processed anything", s.Pending(), len(s.Sealed))

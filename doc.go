@@ -91,8 +91,9 @@
 //
 //   - this package: the API (New, the options, App.Run, Status, Leave, the
 //     errors and events) and the membership's runtime: the loop and its
-//     shell, which carry out the core's effects, the committers and the
-//     task workers.
+//     shell, which carry out the core's effects, and the committers.
+//   - internal/work: a task's runtime state, the context its processor is
+//     given, and the worker goroutines that run its records.
 //   - instance and lifecycle: the pure decisions of an instance and of one
 //     task (no goroutines, clock or I/O), tested by golden scenarios.
 //   - assign, member and protocol: the leader's plan, the group balancer

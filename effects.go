@@ -15,6 +15,7 @@ import (
 	"github.com/baton-streams/baton/assign"
 	"github.com/baton-streams/baton/instance"
 	"github.com/baton-streams/baton/internal/taskstore"
+	"github.com/baton-streams/baton/internal/work"
 	"github.com/baton-streams/baton/member"
 	"github.com/baton-streams/baton/protocol"
 	"github.com/baton-streams/baton/state"
@@ -153,16 +154,16 @@ func endError(stores map[string]*taskstore.Store, listed kadm.ListedOffsets, err
 // Pebble store flushes it, which must not pause the other tasks. Opening
 // the task's stores again waits for the close; Run waits for every close
 // before it returns.
-func (a *App) closeTask(t *task) {
-	t.active, t.proc = false, nil
-	if len(t.stores) == 0 {
+func (a *App) closeTask(t *work.Task) {
+	t.Active, t.Proc = false, nil
+	if len(t.Stores) == 0 {
 		return
 	}
-	stores := t.stores
-	t.stores = map[string]*taskstore.Store{}
+	stores := t.Stores
+	t.Stores = map[string]*taskstore.Store{}
 	done := make(chan struct{})
-	prev := a.closing[t.id]
-	a.closing[t.id] = done
+	prev := a.closing[t.ID]
+	a.closing[t.ID] = done
 	var written <-chan struct{} // the store writes started off the loop before
 	if a.shell != nil {
 		written = a.shell.writeTail
@@ -179,7 +180,7 @@ func (a *App) closeTask(t *task) {
 		}
 		for name, s := range stores {
 			if err := s.State.Close(); err != nil {
-				a.log.Warn("closing store", "task", t.id, "store", name, "err", err)
+				a.log.Warn("closing store", "task", t.ID, "store", name, "err", err)
 			}
 		}
 	}()
@@ -289,7 +290,7 @@ func (a *App) publish(s *instance.Snapshot) {
 	for _, tv := range s.Tasks {
 		v := taskView{id: tv.ID, role: tv.State.Role, lag: tv.Lag}
 		if t, ok := a.tasks[tv.ID]; ok {
-			v.processed, v.restored = &t.processed, &t.restored
+			v.processed, v.restored = &t.Processed, &t.Restored
 		}
 		view = append(view, v)
 		a.metrics.Lag.WithLabelValues(tv.ID, tv.State.Role.String()).Set(float64(tv.Lag))
@@ -318,16 +319,16 @@ func (a *App) notify(n instance.Note) {
 		a.emit(Event{Kind: EventAssigned, Task: n.Task, Lag: n.Lag, Detail: n.Detail})
 	case instance.NoteRestored:
 		if t != nil {
-			a.log.Info("restored; processing", "task", n.Task, "replayed", t.replayed, "took", time.Since(t.assignedAt).Round(time.Millisecond))
-			a.emit(Event{Kind: EventRestored, Task: n.Task, Replayed: t.replayed})
-			a.metrics.Replayed.Add(float64(t.replayed))
+			a.log.Info("restored; processing", "task", n.Task, "replayed", t.Replayed, "took", time.Since(t.AssignedAt).Round(time.Millisecond))
+			a.emit(Event{Kind: EventRestored, Task: n.Task, Replayed: t.Replayed})
+			a.metrics.Replayed.Add(float64(t.Replayed))
 		}
 	case instance.NoteRevoked:
 		if t != nil {
-			if !t.lastAt.IsZero() {
-				a.emit(Event{Time: t.lastAt, Kind: EventLastRecord, Task: t.id, Record: t.lastRecord})
+			if !t.LastAt.IsZero() {
+				a.emit(Event{Time: t.LastAt, Kind: EventLastRecord, Task: t.ID, Record: t.LastRecord})
 			}
-			a.log.Info("task revoked", "task", t.id, "processed", t.processed.Load())
+			a.log.Info("task revoked", "task", t.ID, "processed", t.Processed.Load())
 		}
 		a.emit(Event{Kind: EventRevoked, Task: n.Task})
 	case instance.NoteLost:
@@ -398,7 +399,7 @@ func (a *App) closeAll() {
 }
 
 // leave commits everything and leaves the group, within 10 s in all.
-func (a *App) leave(active []*task) error {
+func (a *App) leave(active []*work.Task) error {
 	ctx, cancel := context.WithTimeout(a.runCtx, 10*time.Second)
 	defer cancel()
 	if err := a.shell.finalCommit(ctx, active); err != nil {
@@ -430,7 +431,7 @@ func (a *App) leave(active []*task) error {
 // stopForRestart commits what was processed and closes the tasks without
 // leaving the group: the group keeps this static member's tasks for it
 // until the session timeout.
-func (a *App) stopForRestart(active []*task) error {
+func (a *App) stopForRestart(active []*work.Task) error {
 	ctx, cancel := context.WithTimeout(a.runCtx, 10*time.Second)
 	defer cancel()
 	if err := a.shell.finalCommit(ctx, active); err != nil {
@@ -445,8 +446,8 @@ func (a *App) stopForRestart(active []*task) error {
 func (a *App) pinWorker() int {
 	counts := make([]int, len(a.workers))
 	for _, t := range a.tasks {
-		if t.active {
-			counts[t.worker]++
+		if t.Active {
+			counts[t.Worker]++
 		}
 	}
 	best := 0
@@ -458,10 +459,10 @@ func (a *App) pinWorker() int {
 	return best
 }
 
-func (a *App) sourcePartitions(t *task) map[string][]int32 {
+func (a *App) sourcePartitions(t *work.Task) map[string][]int32 {
 	out := map[string][]int32{}
-	for _, s := range t.sub.Sources {
-		out[s] = []int32{t.part}
+	for _, s := range t.Sub.Sources {
+		out[s] = []int32{t.Part}
 	}
 	return out
 }

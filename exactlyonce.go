@@ -18,6 +18,7 @@ import (
 	"github.com/baton-streams/baton/instance"
 	"github.com/baton-streams/baton/internal/taskstore"
 	"github.com/baton-streams/baton/internal/topics"
+	"github.com/baton-streams/baton/internal/work"
 )
 
 // Guarantee is what an App promises about records it processes when an
@@ -193,7 +194,7 @@ func (c *transactional) produce(r *kgo.Record, promise func(*kgo.Record, error))
 	})
 }
 
-func (c *transactional) begin(seq int, _ []*task, final bool) {
+func (c *transactional) begin(seq int, _ []*work.Task, final bool) {
 	c.inflight++
 	if c.a.shell != nil && (c.a.shell.rewind || c.a.shell.rewinding) {
 		// Rolled back and not rewound yet: nothing to commit.
@@ -215,7 +216,7 @@ func (c *transactional) done(r commitResult) (*commitWrite, instance.CommitDone)
 		// committed, go to the stores.
 		all := func(taskstore.Sealed) bool { return true }
 		for _, t := range c.a.activeTasks() {
-			for _, s := range t.stores {
+			for _, s := range t.Stores {
 				s.SealAt(0, s.Acked.Load())
 				w.take(t, s, all)
 			}
@@ -522,7 +523,7 @@ func txnErr(what string, err error) error {
 // storeOfTask is a store of an active task, as the catch-ups after an
 // aborted transaction find it by changelog partition.
 type storeOfTask struct {
-	t *task
+	t *work.Task
 	s *taskstore.Store
 }
 
@@ -530,11 +531,11 @@ type storeOfTask struct {
 // changelogs hold, committed, beyond the stores' checkpoints. It runs
 // while the loop waits for the rewind: no worker processes and rebalances
 // are blocked, so the stores are its to write.
-func (a *App) catchUpStores(ctx context.Context, tasks []*task) error {
+func (a *App) catchUpStores(ctx context.Context, tasks []*work.Task) error {
 	byPart := map[string]map[int32]storeOfTask{}
 	var changelogs []string
 	for _, t := range tasks {
-		for _, s := range t.stores {
+		for _, s := range t.Stores {
 			if s.Source {
 				continue // it follows the input's commits: catchUpSources
 			}
@@ -542,7 +543,7 @@ func (a *App) catchUpStores(ctx context.Context, tasks []*task) error {
 				byPart[s.Changelog] = map[int32]storeOfTask{}
 				changelogs = append(changelogs, s.Changelog)
 			}
-			byPart[s.Changelog][t.part] = storeOfTask{t, s}
+			byPart[s.Changelog][t.Part] = storeOfTask{t, s}
 		}
 	}
 	if len(changelogs) == 0 {
@@ -596,12 +597,12 @@ func (a *App) catchUpStores(ctx context.Context, tasks []*task) error {
 // table's) up to the input's committed offsets, set: a transaction with
 // an unknown outcome that did commit moved the input past what the
 // stores hold.
-func (a *App) catchUpSources(ctx context.Context, tasks []*task, set map[string]map[int32]kgo.EpochOffset) error {
+func (a *App) catchUpSources(ctx context.Context, tasks []*work.Task, set map[string]map[int32]kgo.EpochOffset) error {
 	upTo := map[topics.Partition]int64{}
 	for _, t := range tasks {
-		for _, s := range t.stores {
-			if eo, ok := set[s.Changelog][t.part]; ok && s.Source {
-				upTo[topics.Partition{Topic: s.Changelog, Part: t.part}] = eo.Offset
+		for _, s := range t.Stores {
+			if eo, ok := set[s.Changelog][t.Part]; ok && s.Source {
+				upTo[topics.Partition{Topic: s.Changelog, Part: t.Part}] = eo.Offset
 			}
 		}
 	}
@@ -611,22 +612,22 @@ func (a *App) catchUpSources(ctx context.Context, tasks []*task, set map[string]
 // applyUpTo reads, for each store of tasks whose changelog partition is in
 // upTo, the changelog from the store's checkpoint to that offset
 // (excluded) and applies it. It runs while no worker processes.
-func (a *App) applyUpTo(ctx context.Context, tasks []*task, upTo map[topics.Partition]int64, what string) error {
+func (a *App) applyUpTo(ctx context.Context, tasks []*work.Task, upTo map[topics.Partition]int64, what string) error {
 	byPart := map[string]map[int32]storeOfTask{}
 	from := map[string]map[int32]kgo.Offset{}
 	behind := map[string]map[int32]int64{}
 	for _, t := range tasks {
-		for _, s := range t.stores {
-			end, ok := upTo[topics.Partition{Topic: s.Changelog, Part: t.part}]
+		for _, s := range t.Stores {
+			end, ok := upTo[topics.Partition{Topic: s.Changelog, Part: t.Part}]
 			if !ok || end <= s.Checkpoint {
 				continue
 			}
 			if from[s.Changelog] == nil {
 				byPart[s.Changelog], from[s.Changelog], behind[s.Changelog] = map[int32]storeOfTask{}, map[int32]kgo.Offset{}, map[int32]int64{}
 			}
-			byPart[s.Changelog][t.part] = storeOfTask{t, s}
-			from[s.Changelog][t.part] = kgo.NewOffset().At(s.Checkpoint)
-			behind[s.Changelog][t.part] = end
+			byPart[s.Changelog][t.Part] = storeOfTask{t, s}
+			from[s.Changelog][t.Part] = kgo.NewOffset().At(s.Checkpoint)
+			behind[s.Changelog][t.Part] = end
 		}
 	}
 	if len(from) == 0 {
@@ -669,14 +670,14 @@ func (a *App) applyUpTo(ctx context.Context, tasks []*task, upTo map[topics.Part
 				a.cfg.onCatchUp(ctx)
 			}
 			if _, err := c.s.ApplyChangelog(recs); err != nil {
-				ferr = fmt.Errorf("baton: task %s store %s: catching up: %w", c.t.id, c.s.Name, err)
+				ferr = fmt.Errorf("baton: task %s store %s: catching up: %w", c.t.ID, c.s.Name, err)
 				return
 			}
 			next := c.s.Checkpoint
 			if len(recs) < len(fp.Records) {
 				next = end // the records left are past it
 			}
-			a.log.Info("store caught up with "+what, "task", c.t.id, "store", c.s.Name, "from", from, "to", next, "records", data)
+			a.log.Info("store caught up with "+what, "task", c.t.ID, "store", c.s.Name, "from", from, "to", next, "records", data)
 			if next >= end {
 				delete(behind[fp.Topic], fp.Partition)
 				left--
@@ -693,13 +694,13 @@ func (a *App) applyUpTo(ctx context.Context, tasks []*task, upTo map[topics.Part
 // last committed offset (the start of the partition when it has none). It runs
 // while the loop holds rebalances blocked after a poll, as SetOffsets
 // requires, and processes nothing.
-func (a *App) rewindInput(ctx context.Context, tasks []*task) error {
+func (a *App) rewindInput(ctx context.Context, tasks []*work.Task) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	parts := map[string][]int32{}
 	for _, t := range tasks {
-		for _, src := range t.sub.Sources {
-			parts[src] = append(parts[src], t.part)
+		for _, src := range t.Sub.Sources {
+			parts[src] = append(parts[src], t.Part)
 		}
 	}
 	if len(parts) == 0 {

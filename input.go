@@ -14,6 +14,7 @@ import (
 	"github.com/baton-streams/baton/autoscale"
 	"github.com/baton-streams/baton/internal/measure"
 	"github.com/baton-streams/baton/internal/topics"
+	"github.com/baton-streams/baton/internal/work"
 )
 
 // inputRead is one read of the offsets of every partition of the input
@@ -69,10 +70,10 @@ func (s *shell) readInput() {
 	s.input.positions = map[string]map[string]int64{}
 	for _, t := range s.a.activeTasks() {
 		at := map[string]int64{}
-		for topic, o := range t.offsets {
+		for topic, o := range t.Offsets {
 			at[topic] = o.Offset
 		}
-		s.input.positions[t.id] = at
+		s.input.positions[t.ID] = at
 	}
 	s.a.readInputAsync(s.a.leads())
 }
@@ -138,8 +139,8 @@ func (s *shell) inputRead(r inputRead) {
 
 	var records, busy int64
 	for _, w := range a.workers {
-		records += w.records.Load()
-		busy += w.busy.Load()
+		records += w.Records.Load()
+		busy += w.Busy.Load()
 	}
 	s.input.busy.Add(measure.Reading{At: r.at, Count: float64(records), Base: time.Duration(busy).Seconds()})
 	workerRate := s.input.busy.Ratio()
@@ -156,14 +157,14 @@ func (s *shell) inputRead(r inputRead) {
 	for _, t := range a.activeTasks() {
 		ends, positions := map[string]int64{}, map[string]int64{}
 		var rate float64
-		for _, topic := range t.sub.Sources {
-			tp := topics.Partition{Topic: topic, Part: t.part}
+		for _, topic := range t.Sub.Sources {
+			tp := topics.Partition{Topic: topic, Part: t.Part}
 			end, ok := r.ends[tp]
 			if !ok {
 				continue
 			}
 			ends[topic] = end
-			if at, ok := s.input.positions[t.id][topic]; ok {
+			if at, ok := s.input.positions[t.ID][topic]; ok {
 				positions[topic] = at
 			} else {
 				positions[topic] = position(t, tp, committed, r.starts[tp])
@@ -174,11 +175,11 @@ func (s *shell) inputRead(r inputRead) {
 			continue
 		}
 		l := InputLag{Records: measure.InputLag(ends, positions), Rate: rate}
-		l.Seconds = measure.SecondsBehind(l.Records, t.lastRecord, t.first, t.assignedAt, r.at)
-		lags[t.id] = l
-		a.metrics.InputLagRecords.WithLabelValues(t.id).Set(float64(l.Records))
-		a.metrics.InputLagSeconds.WithLabelValues(t.id).Set(l.Seconds)
-		a.metrics.InputRate.WithLabelValues(t.id).Set(l.Rate)
+		l.Seconds = measure.SecondsBehind(l.Records, t.LastRecord, t.First, t.AssignedAt, r.at)
+		lags[t.ID] = l
+		a.metrics.InputLagRecords.WithLabelValues(t.ID).Set(float64(l.Records))
+		a.metrics.InputLagSeconds.WithLabelValues(t.ID).Set(l.Seconds)
+		a.metrics.InputRate.WithLabelValues(t.ID).Set(l.Rate)
 	}
 	a.inputs.Store(&lags)
 	s.recommend(r, workerRate)
@@ -187,8 +188,8 @@ func (s *shell) inputRead(r inputRead) {
 // position is the next offset task t processes in partition tp: after
 // the last record it processed, else the group's committed offset, else
 // the partition's start (where a task with nothing committed begins).
-func position(t *task, tp topics.Partition, committed map[string]map[int32]kgo.EpochOffset, start int64) int64 {
-	if o, ok := t.offsets[tp.Topic]; ok {
+func position(t *work.Task, tp topics.Partition, committed map[string]map[int32]kgo.EpochOffset, start int64) int64 {
+	if o, ok := t.Offsets[tp.Topic]; ok {
 		return o.Offset
 	}
 	if o, ok := committed[tp.Topic][tp.Part]; ok && o.Offset >= 0 {

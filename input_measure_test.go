@@ -8,6 +8,7 @@ import (
 
 	"github.com/baton-streams/baton/internal/measure"
 	"github.com/baton-streams/baton/internal/topics"
+	"github.com/baton-streams/baton/internal/work"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -17,8 +18,8 @@ func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Seco
 func TestPosition(t *testing.T) {
 	tp := topics.Partition{Topic: "in", Part: 2}
 	committed := map[string]map[int32]kgo.EpochOffset{"in": {2: {Offset: 40}, 3: {Offset: -1}}}
-	processed := &task{offsets: map[string]kgo.EpochOffset{"in": {Offset: 55}}}
-	fresh := &task{offsets: map[string]kgo.EpochOffset{}}
+	processed := &work.Task{Offsets: map[string]kgo.EpochOffset{"in": {Offset: 55}}}
+	fresh := &work.Task{Offsets: map[string]kgo.EpochOffset{}}
 	if got := position(processed, tp, committed, 7); got != 55 {
 		t.Errorf("after processing: %d, want 55 (the next offset to process)", got)
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton/internal/work"
 )
 
 // membership is everything that lives from joining the group to leaving
@@ -23,7 +25,7 @@ type membership struct {
 	restore *kgo.Client // changelog reader for standbys, learners, restores
 	admin   *kadm.Client
 	commit  committer // at-least-once or transactional
-	workers []*worker
+	workers []*work.Worker
 	// runCtx is cancelled, with the cause, when the membership must end
 	// (fail); every I/O call of the runtime derives from it.
 	runCtx context.Context
@@ -36,12 +38,12 @@ type membership struct {
 	// Written by the loop only.
 	shell        *shell
 	closed       bool // close ran, or open has not
-	tasks        map[string]*task
+	tasks        map[string]*work.Task
 	openingTasks map[string]bool
 	// reopen holds, per task, an open asked for while an earlier open of
 	// the same task was still running: it starts once that one is back
 	// and closed (two opens at once would contend for the store's lock).
-	reopen  map[string]*task
+	reopen  map[string]*work.Task
 	closing map[string]chan struct{} // task -> closed when its stores' background close ends
 	backlog map[string][]*kgo.Record // polled records of active tasks not running yet
 
@@ -57,7 +59,7 @@ type membership struct {
 // its clients.
 func newMembership(a *App) *membership {
 	m := &membership{ch: newLoopChans(), closed: true, diskCP: map[string]map[string]int64{},
-		tasks: map[string]*task{}, openingTasks: map[string]bool{}, reopen: map[string]*task{},
+		tasks: map[string]*work.Task{}, openingTasks: map[string]bool{}, reopen: map[string]*work.Task{},
 		closing: map[string]chan struct{}{}, backlog: map[string][]*kgo.Record{}}
 	m.runCtx, m.cancel = context.WithCancelCause(context.Background())
 	if a.cfg.guarantee == ExactlyOnce {

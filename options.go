@@ -13,6 +13,7 @@ import (
 	"github.com/baton-streams/baton/assign"
 	"github.com/baton-streams/baton/autoscale"
 	"github.com/baton-streams/baton/internal/errs"
+	"github.com/baton-streams/baton/internal/work"
 	"github.com/baton-streams/baton/state"
 )
 
@@ -72,7 +73,7 @@ type config struct {
 	// restore is done and written. Its stores hold what it restored and
 	// nothing it processed. Tests compare those stores with their
 	// changelogs through it.
-	onStart func(*task)
+	onStart func(*work.Task)
 	// onCatchUp, when set, is called by the catch-up after an aborted
 	// transaction with its context, before it writes a fetch into a
 	// store. Tests hold the catch-up there.

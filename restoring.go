@@ -17,22 +17,23 @@ import (
 	"github.com/baton-streams/baton/internal/restore"
 	"github.com/baton-streams/baton/internal/taskstore"
 	"github.com/baton-streams/baton/internal/topics"
+	"github.com/baton-streams/baton/internal/work"
 	"github.com/baton-streams/baton/lifecycle"
 	"github.com/baton-streams/baton/state"
 	"github.com/baton-streams/baton/topology"
 )
 
-func (s *shell) startRestore(t *task, cps map[string]int64) {
-	if t == nil || len(t.stores) == 0 {
+func (s *shell) startRestore(t *work.Task, cps map[string]int64) {
+	if t == nil || len(t.Stores) == 0 {
 		return
 	}
-	for name, st := range t.stores {
+	for name, st := range t.Stores {
 		s.sessions++
 		st.Session = s.sessions
 		st.Parked = false
-		s.restorer.Start(topics.Partition{Topic: st.Changelog, Part: t.part}, kgo.NewOffset().At(cps[name]), st.Session)
+		s.restorer.Start(topics.Partition{Topic: st.Changelog, Part: t.Part}, kgo.NewOffset().At(cps[name]), st.Session)
 	}
-	t.reading = true
+	t.Reading = true
 }
 
 // limits takes the restore limits of stores whose changelog is an input
@@ -44,29 +45,29 @@ func (s *shell) limits(e instance.Ends) {
 		if t == nil {
 			continue
 		}
-		st := t.stores[k.Store]
+		st := t.Stores[k.Store]
 		if st == nil || !st.Source {
 			continue
 		}
 		st.Limit = end
-		if st.Parked && t.reading && end > st.Checkpoint {
+		if st.Parked && t.Reading && end > st.Checkpoint {
 			st.Parked = false
 			s.sessions++
 			st.Session = s.sessions
-			s.restorer.Start(topics.Partition{Topic: st.Changelog, Part: t.part}, kgo.NewOffset().At(st.Checkpoint), st.Session)
+			s.restorer.Start(topics.Partition{Topic: st.Changelog, Part: t.Part}, kgo.NewOffset().At(st.Checkpoint), st.Session)
 		}
 	}
 }
 
-func (s *shell) stopRestore(t *task) {
-	if t == nil || !t.reading {
+func (s *shell) stopRestore(t *work.Task) {
+	if t == nil || !t.Reading {
 		return
 	}
-	for _, st := range t.stores {
-		s.restorer.Stop(topics.Partition{Topic: st.Changelog, Part: t.part})
+	for _, st := range t.Stores {
+		s.restorer.Stop(topics.Partition{Topic: st.Changelog, Part: t.Part})
 		st.Session = 0
 	}
-	t.reading = false
+	t.Reading = false
 }
 
 // restored takes a chunk of changelog records for the stores of the tasks
@@ -84,10 +85,10 @@ func (s *shell) restored(c restore.Chunk) {
 		}
 		id := topology.TaskID(ref.sub, p.TP.Part)
 		t, ok := a.tasks[id]
-		if !ok || !t.reading {
+		if !ok || !t.Reading {
 			continue
 		}
-		st := t.stores[ref.name]
+		st := t.Stores[ref.name]
 		if st == nil || st.Session != p.Session {
 			continue
 		}
@@ -137,7 +138,7 @@ type applyJob struct {
 }
 
 type applyPart struct {
-	t       *task
+	t       *work.Task
 	st      *taskstore.Store
 	session uint64
 	from    int64 // the store's checkpoint when the chunk was taken
@@ -157,7 +158,7 @@ func (j *applyJob) run(ch loopChans) {
 	for i, p := range j.parts {
 		next, err := taskstore.ApplyChangelog(p.st.State, &b, p.from, p.recs)
 		if err != nil {
-			j.err = fmt.Errorf("baton: task %s store %s: restoring: %w", p.t.id, p.st.Name, err)
+			j.err = fmt.Errorf("baton: task %s store %s: restoring: %w", p.t.ID, p.st.Name, err)
 			break
 		}
 		j.next[i] = next
@@ -168,7 +169,7 @@ func (j *applyJob) run(ch loopChans) {
 // has reports whether the job writes a store of task id.
 func (j *applyJob) has(id string) bool {
 	for i := range j.parts {
-		if j.parts[i].t.id == id {
+		if j.parts[i].t.ID == id {
 			return true
 		}
 	}
@@ -203,10 +204,10 @@ func (s *shell) settle(j *applyJob) {
 		if n <= 0 {
 			continue
 		}
-		a.metrics.Restored.WithLabelValues(p.t.id).Add(float64(n))
-		if s.core.Role(p.t.id).Role == lifecycle.Active {
-			p.t.replayed += n
-			p.t.restored.Add(n)
+		a.metrics.Restored.WithLabelValues(p.t.ID).Add(float64(n))
+		if s.core.Role(p.t.ID).Role == lifecycle.Active {
+			p.t.Replayed += n
+			p.t.Restored.Add(n)
 		}
 	}
 }
@@ -224,10 +225,10 @@ func (s *shell) applied(j *applyJob) {
 	s.settle(j)
 	var progress []instance.Progress
 	for _, p := range j.parts {
-		if t := s.a.tasks[p.t.id]; t != p.t || !t.reading || p.st.Session != p.session {
+		if t := s.a.tasks[p.t.ID]; t != p.t || !t.Reading || p.st.Session != p.session {
 			continue
 		}
-		progress = append(progress, instance.Progress{Task: p.t.id, Store: p.st.Name, Checkpoint: p.st.Checkpoint, End: p.end})
+		progress = append(progress, instance.Progress{Task: p.t.ID, Store: p.st.Name, Checkpoint: p.st.Checkpoint, End: p.end})
 	}
 	for _, p := range progress {
 		s.step(p)
@@ -238,7 +239,7 @@ func (s *shell) applied(j *applyJob) {
 // input topic may take (those before its limit) and the end to report
 // (the limit; -1 while it is not known). Past the limit, it stops the
 // store's restore; limits starts it again.
-func (s *shell) upToLimit(t *task, st *taskstore.Store, p restore.Part) ([]*kgo.Record, int64) {
+func (s *shell) upToLimit(t *work.Task, st *taskstore.Store, p restore.Part) ([]*kgo.Record, int64) {
 	if st.Limit < 0 {
 		s.park(t, st)
 		return nil, -1
@@ -252,8 +253,8 @@ func (s *shell) upToLimit(t *task, st *taskstore.Store, p restore.Part) ([]*kgo.
 	return p.Recs, st.Limit
 }
 
-func (s *shell) park(t *task, st *taskstore.Store) {
-	s.restorer.Stop(topics.Partition{Topic: st.Changelog, Part: t.part})
+func (s *shell) park(t *work.Task, st *taskstore.Store) {
+	s.restorer.Stop(topics.Partition{Topic: st.Changelog, Part: t.Part})
 	st.Session, st.Parked = 0, true
 }
 
@@ -263,12 +264,12 @@ func (s *shell) park(t *task, st *taskstore.Store) {
 // its start. Going on from the start without the wipe would keep every
 // value the lost records changed. It runs on the loop, which owns the
 // store; it is rare. It returns false if the App failed.
-func (s *shell) rebuild(t *task, st *taskstore.Store, tp topics.Partition, cause error) bool {
+func (s *shell) rebuild(t *work.Task, st *taskstore.Store, tp topics.Partition, cause error) bool {
 	a := s.a
 	a.log.Warn("changelog records the store lacks are gone; wiping it and restoring from the changelog's start",
-		"task", t.id, "store", st.Name, "checkpoint", st.Checkpoint, "err", cause)
+		"task", t.ID, "store", st.Name, "checkpoint", st.Checkpoint, "err", cause)
 	if err := st.State.Wipe(); err != nil {
-		a.fail(fmt.Errorf("baton: task %s store %s: wiping after its changelog was truncated: %w", t.id, st.Name, err))
+		a.fail(fmt.Errorf("baton: task %s store %s: wiping after its changelog was truncated: %w", t.ID, st.Name, err))
 		return false
 	}
 	st.Checkpoint = 0
@@ -276,6 +277,6 @@ func (s *shell) rebuild(t *task, st *taskstore.Store, tp topics.Partition, cause
 	s.sessions++
 	st.Session = s.sessions
 	s.restorer.Start(tp, kgo.NewOffset().AtStart(), st.Session)
-	a.emit(Event{Kind: EventStoreRebuilt, Task: t.id, Detail: st.Name})
+	a.emit(Event{Kind: EventStoreRebuilt, Task: t.ID, Detail: st.Name})
 	return true
 }

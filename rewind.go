@@ -19,16 +19,16 @@ func (s *shell) rollBack() {
 	a := s.a
 	s.awaitWrites()
 	for _, t := range a.tasks {
-		if !t.active {
+		if !t.Active {
 			continue
 		}
 		// Where the task was: what its rewind and catch-up must undo
 		// or take over (the log of a rare path, for its diagnosis).
 		var where []any
-		for topic, eo := range t.offsets {
+		for topic, eo := range t.Offsets {
 			where = append(where, "processed_to_"+topic, eo.Offset)
 		}
-		for _, s := range t.stores {
+		for _, s := range t.Stores {
 			s.ClearPending()
 			if acked := s.Acked.Load(); acked > s.Checkpoint && !s.Source {
 				s.InDoubt = max(s.InDoubt, acked)
@@ -36,9 +36,9 @@ func (s *shell) rollBack() {
 			where = append(where, "store_"+s.Name, fmt.Sprintf("checkpoint %d, acked %d, in doubt to %d", s.Checkpoint, s.Acked.Load(), s.InDoubt))
 			s.Acked.Store(s.Checkpoint)
 		}
-		a.log.Info("rolled back", append([]any{"task", t.id}, where...)...)
-		clear(t.offsets)
-		delete(a.backlog, t.id)
+		a.log.Info("rolled back", append([]any{"task", t.ID}, where...)...)
+		clear(t.Offsets)
+		delete(a.backlog, t.ID)
 	}
 	s.rewind = true
 	s.requestPoll()

@@ -15,6 +15,7 @@ import (
 	"github.com/baton-streams/baton/instance"
 	"github.com/baton-streams/baton/internal/restore"
 	"github.com/baton-streams/baton/internal/taskstore"
+	"github.com/baton-streams/baton/internal/work"
 	"github.com/baton-streams/baton/lifecycle"
 	"github.com/baton-streams/baton/topology"
 )
@@ -123,7 +124,7 @@ func (c loopChans) close() { c.closeOnce.Do(func() { close(c.done) }) }
 
 // openResult is an open of a task's stores, done off the loop (openAsync).
 type openResult struct {
-	t      *task
+	t      *work.Task
 	in     instance.Opened
 	stores map[string]*taskstore.Store // nil when in.Err says why not
 }
@@ -413,7 +414,7 @@ func (s *shell) pollIfCaughtUp() {
 	}
 	n := 0
 	for id, recs := range s.a.backlog {
-		if t := s.a.tasks[id]; t == nil || t.boot == nil {
+		if t := s.a.tasks[id]; t == nil || t.Boot == nil {
 			n += len(recs) // records waiting for a task's tables do not count
 		}
 	}
@@ -421,6 +422,11 @@ func (s *shell) pollIfCaughtUp() {
 		s.requestPoll()
 	}
 }
+
+// punctuateEvery is how often the runtime punctuates the timers of each
+// active task with timers: the wall-clock timers fire that late at most
+// (plus a turn).
+const punctuateEvery = 100 * time.Millisecond
 
 // dispatch hands each running task its backlog on its worker and waits
 // for one turn (turnBudget): records a worker did not reach go back to
@@ -435,12 +441,12 @@ func (s *shell) dispatch() {
 		return
 	}
 	s.behind = false
-	per := make([][]*batch, len(a.workers))
+	per := make([][]*work.Batch, len(a.workers))
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
 	now := time.Now()
 	deadline := now.Add(turnBudget)
-	byTask := map[string]*batch{}
+	byTask := map[string]*work.Batch{}
 	held := map[string][]*kgo.Record{} // records waiting for their task's tables
 	for id, recs := range a.backlog {
 		st := s.core.Role(id)
@@ -449,7 +455,7 @@ func (s *shell) dispatch() {
 			continue
 		}
 		t, ok := a.tasks[id]
-		if !ok || !s.core.Running(id) || t.proc == nil {
+		if !ok || !s.core.Running(id) || t.Proc == nil {
 			continue
 		}
 		run, wait := s.split(t, recs)
@@ -461,39 +467,39 @@ func (s *shell) dispatch() {
 		}
 		delete(a.backlog, id)
 		wg.Add(1)
-		b := &batch{t: t, recs: run, deadline: deadline, done: &wg, err: &failed}
+		b := &work.Batch{Task: t, Recs: run, Deadline: deadline, Done: &wg, Err: &failed}
 		byTask[id] = b
-		per[t.worker] = append(per[t.worker], b)
+		per[t.Worker] = append(per[t.Worker], b)
 	}
 	for id, t := range a.tasks {
-		if !t.sub.Timers || now.Sub(t.punctuated) < punctuateEvery || t.proc == nil ||
+		if !t.Sub.Timers || now.Sub(t.Punctuated) < punctuateEvery || t.Proc == nil ||
 			s.core.Role(id).Role != lifecycle.Active || !s.core.Running(id) {
 			continue
 		}
-		t.punctuated = now
+		t.Punctuated = now
 		if b := byTask[id]; b != nil {
-			b.punctuate = now
+			b.Punctuate = now
 			continue
 		}
 		wg.Add(1)
-		per[t.worker] = append(per[t.worker], &batch{t: t, punctuate: now, deadline: deadline, done: &wg, err: &failed})
+		per[t.Worker] = append(per[t.Worker], &work.Batch{Task: t, Punctuate: now, Deadline: deadline, Done: &wg, Err: &failed})
 	}
 	for w, bs := range per {
 		if len(bs) > 0 {
-			a.workers[w].in <- bs
+			a.workers[w].In <- bs
 		}
 	}
 	wg.Wait()
 	for _, bs := range per {
 		for _, b := range bs {
-			left := b.recs[b.n:]
+			left := b.Recs[b.N:]
 			if len(left) > 0 {
 				s.behind = true
 			}
-			if w := held[b.t.id]; len(w) > 0 || len(left) > 0 {
+			if w := held[b.Task.ID]; len(w) > 0 || len(left) > 0 {
 				// A table's records before those that waited for it.
-				a.backlog[b.t.id] = append(slices.Clip(left), w...)
-				if len(left) == 0 && s.bootDone(b.t) {
+				a.backlog[b.Task.ID] = append(slices.Clip(left), w...)
+				if len(left) == 0 && s.bootDone(b.Task) {
 					s.behind = true // the waiting records may go now
 				}
 			}
@@ -504,22 +510,22 @@ func (s *shell) dispatch() {
 	}
 }
 
-func (s *shell) activeTasks() []*task { return s.a.activeTasks() }
+func (s *shell) activeTasks() []*work.Task { return s.a.activeTasks() }
 
 // activeTasks lists the tasks with a processor, by id.
-func (a *App) activeTasks() []*task {
-	var out []*task
+func (a *App) activeTasks() []*work.Task {
+	var out []*work.Task
 	for _, t := range a.tasks {
-		if t.active {
+		if t.Active {
 			out = append(out, t)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
-func (s *shell) tasksOf(ids []string) []*task {
-	var out []*task
+func (s *shell) tasksOf(ids []string) []*work.Task {
+	var out []*work.Task
 	for _, id := range ids {
 		if t, ok := s.a.tasks[id]; ok {
 			out = append(out, t)
@@ -590,11 +596,11 @@ func (s *shell) startProcessor(id string) {
 		s.awaitApply(id) // a warm promotion: it processes at once
 	}
 	t := a.runtimeTask(id)
-	t.assignedAt, t.first, t.replayed, t.punctuated = time.Now(), false, 0, time.Time{}
-	t.worker = a.pinWorker()
-	t.proc = t.sub.NewProcessor(t.id, t.part)
-	t.ctx = &taskContext{a: a, t: t}
-	t.active = true
+	t.AssignedAt, t.First, t.Replayed, t.Punctuated = time.Now(), false, 0, time.Time{}
+	t.Worker = a.pinWorker()
+	t.Proc = t.Sub.NewProcessor(t.ID, t.Part)
+	t.Ctx = work.NewContext(s, t)
+	t.Active = true
 	if s.core.Role(id).Phase == lifecycle.Running {
 		s.processing(t) // nothing to restore first
 	}
@@ -603,19 +609,19 @@ func (s *shell) startProcessor(id string) {
 
 // processing: task t starts processing now, its stores holding what it
 // restored and nothing it processed (config.onStart sees it then).
-func (s *shell) processing(t *task) {
+func (s *shell) processing(t *work.Task) {
 	if t != nil && s.a.cfg.onStart != nil {
 		s.a.cfg.onStart(t)
 	}
 }
 
 // runtimeTask returns the task's runtime half, making it if needed.
-func (a *App) runtimeTask(id string) *task {
+func (a *App) runtimeTask(id string) *work.Task {
 	if t, ok := a.tasks[id]; ok {
 		return t
 	}
 	sub, part, _ := topology.ParseTaskID(id)
-	t := &task{id: id, sub: a.subs[sub], part: part, stores: map[string]*taskstore.Store{}, offsets: map[string]kgo.EpochOffset{}}
+	t := &work.Task{ID: id, Sub: a.subs[sub], Part: part, Stores: map[string]*taskstore.Store{}, Offsets: map[string]kgo.EpochOffset{}}
 	a.tasks[id] = t
 	return t
 }
@@ -636,24 +642,24 @@ func (a *App) storesOf(id string) ([]string, error) {
 
 func (s *shell) storesOpened(o openResult) {
 	a := s.a
-	delete(a.openingTasks, o.t.id)
-	if next, ok := a.reopen[o.t.id]; ok {
+	delete(a.openingTasks, o.t.ID)
+	if next, ok := a.reopen[o.t.ID]; ok {
 		// The core asked for the stores again while this open ran (the
 		// task was dropped and assigned again): this result is stale.
 		// Close what it opened; the newer open waits for that close, and
 		// its answer is the one the core gets.
-		delete(a.reopen, o.t.id)
+		delete(a.reopen, o.t.ID)
 		if o.in.Err == "" {
-			o.t.stores = o.stores
+			o.t.Stores = o.stores
 			a.closeTask(o.t)
 		}
 		a.openAsync(next)
 		return
 	}
-	if t, ok := a.tasks[o.t.id]; !ok || t != o.t {
+	if t, ok := a.tasks[o.t.ID]; !ok || t != o.t {
 		// Not the task's runtime half any more: close what was opened.
 		if o.in.Err == "" {
-			o.t.stores = o.stores
+			o.t.Stores = o.stores
 			a.closeTask(o.t)
 		}
 		return
@@ -662,7 +668,7 @@ func (s *shell) storesOpened(o openResult) {
 	// while they opened: close them, and forget the task.
 	t := o.t
 	if o.in.Err == "" {
-		t.stores = o.stores
+		t.Stores = o.stores
 		for name, st := range o.stores {
 			o.in.Checkpoints[name] = st.Checkpoint
 		}
@@ -674,13 +680,13 @@ func (s *shell) storesOpened(o openResult) {
 // takes a while), after any close of them still running, and reads their
 // changelogs' start and end offsets; the result comes back as Opened, and
 // the stores are the loop's from then on.
-func (a *App) openAsync(t *task) {
-	if a.openingTasks[t.id] {
-		a.reopen[t.id] = t
+func (a *App) openAsync(t *work.Task) {
+	if a.openingTasks[t.ID] {
+		a.reopen[t.ID] = t
 		return
 	}
-	prev := a.closing[t.id]
-	a.openingTasks[t.id] = true
+	prev := a.closing[t.ID]
+	a.openingTasks[t.ID] = true
 	ctx, ch := a.runCtx, a.ch // this member's, as in oneShot
 	a.closers.Add(1)          // Run waits for it before the state dir lock goes
 	go func() {
@@ -688,8 +694,8 @@ func (a *App) openAsync(t *task) {
 		if prev != nil {
 			<-prev
 		}
-		stores, ends, err := a.openStores(ctx, t.id, t.part, t.sub.Stores)
-		in := instance.Opened{Task: t.id, Checkpoints: map[string]int64{}, Ends: ends}
+		stores, ends, err := a.openStores(ctx, t.ID, t.Part, t.Sub.Stores)
+		in := instance.Opened{Task: t.ID, Checkpoints: map[string]int64{}, Ends: ends}
 		if err != nil {
 			in.Err = err.Error()
 		}
@@ -698,7 +704,7 @@ func (a *App) openAsync(t *task) {
 		case <-ch.done:
 			for _, s := range stores {
 				if err := s.State.Close(); err != nil {
-					a.log.Warn("closing store", "task", t.id, "store", s.Name, "err", err)
+					a.log.Warn("closing store", "task", t.ID, "store", s.Name, "err", err)
 				}
 			}
 		}

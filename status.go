@@ -37,8 +37,8 @@ func (a *App) storeView(tasks []taskView) {
 func (a *App) forgetTask(id string) {
 	if t, ok := a.tasks[id]; ok {
 		c := a.closedTotals[id]
-		c.Processed += t.processed.Load()
-		c.Restored += t.restored.Load()
+		c.Processed += t.Processed.Load()
+		c.Restored += t.Restored.Load()
 		a.closedTotals[id] = c
 	}
 	delete(a.tasks, id)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/baton-streams/baton/instance"
 	"github.com/baton-streams/baton/internal/taskstore"
+	"github.com/baton-streams/baton/internal/work"
 	"github.com/baton-streams/baton/state"
 )
 
@@ -35,7 +36,7 @@ type commitWrite struct {
 // writePart is one store's share of a commitWrite: sealed writes handed
 // out in order, and the checkpoint the store has once they are written.
 type writePart struct {
-	t       *task
+	t       *work.Task
 	st      *taskstore.Store
 	entries []taskstore.Sealed
 	cp      int64
@@ -51,7 +52,7 @@ func newCommitWrite(seq int, err error) *commitWrite {
 
 // take hands the sealed writes of t's store st that upTo accepts, oldest
 // first and not handed to another job yet, to w.
-func (w *commitWrite) take(t *task, st *taskstore.Store, upTo func(taskstore.Sealed) bool) {
+func (w *commitWrite) take(t *work.Task, st *taskstore.Store, upTo func(taskstore.Sealed) bool) {
 	p := writePart{t: t, st: st, cp: st.Checkpoint}
 	for st.Writing < len(st.Sealed) && upTo(st.Sealed[st.Writing]) {
 		e := st.Sealed[st.Writing]
@@ -63,10 +64,10 @@ func (w *commitWrite) take(t *task, st *taskstore.Store, upTo func(taskstore.Sea
 		return
 	}
 	w.parts = append(w.parts, p)
-	if w.cd.Checkpoints[t.id] == nil {
-		w.cd.Checkpoints[t.id] = map[string]int64{}
+	if w.cd.Checkpoints[t.ID] == nil {
+		w.cd.Checkpoints[t.ID] = map[string]int64{}
 	}
-	w.cd.Checkpoints[t.id][st.Name] = p.cp
+	w.cd.Checkpoints[t.ID][st.Name] = p.cp
 }
 
 // run writes each store's part in one batch, oldest writes first, with its
@@ -76,7 +77,7 @@ func (w *commitWrite) run() {
 	var b state.Batch
 	for _, p := range w.parts {
 		if err := taskstore.WriteSealed(p.st.State, &b, p.entries, p.cp); err != nil {
-			w.err = fmt.Errorf("baton: task %s store %s: applying at changelog offset %d: %w", p.t.id, p.st.Name, p.cp, err)
+			w.err = fmt.Errorf("baton: task %s store %s: applying at changelog offset %d: %w", p.t.ID, p.st.Name, p.cp, err)
 			return
 		}
 	}
@@ -139,7 +140,7 @@ func (s *shell) settleWrite(w *commitWrite) {
 	}
 	w.settled = true
 	for _, p := range w.parts {
-		if s.a.tasks[p.t.id] != p.t || p.t.stores[p.st.Name] != p.st {
+		if s.a.tasks[p.t.ID] != p.t || p.t.Stores[p.st.Name] != p.st {
 			continue // closed since
 		}
 		n := len(p.entries)

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/internal/topics"
+	"github.com/baton-streams/baton/internal/work"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -34,16 +35,6 @@ import (
 // a task stops waiting for it.
 const bootIdle = 2 * time.Second
 
-// tableBoot is a task's bootstrap of its tables.
-type tableBoot struct {
-	ends map[string]int64 // table topic -> its end at activation; nil: not read yet
-	gen  uint64           // which activation the read belongs to
-	last time.Time        // when the ends came, or the last table record was dispatched
-	// empty: the table topics whose partition a fetch returned without
-	// records since the activation.
-	empty map[string]bool
-}
-
 // tableEnds is the answer to a read of a task's table ends.
 type tableEnds struct {
 	task string
@@ -53,29 +44,29 @@ type tableEnds struct {
 
 // tableTopics returns the topics of t's stores whose changelog is their
 // source, if t also reads other topics (a table alone needs no waiting).
-func tableTopics(t *task) []string {
+func tableTopics(t *work.Task) []string {
 	var out []string
-	for _, st := range t.sub.Stores {
+	for _, st := range t.Sub.Stores {
 		if st.Source {
 			out = append(out, st.Changelog)
 		}
 	}
-	if len(out) == len(t.sub.Sources) {
+	if len(out) == len(t.Sub.Sources) {
 		return nil
 	}
 	return out
 }
 
 // startTableBoot begins t's bootstrap at its activation.
-func (s *shell) startTableBoot(t *task) {
+func (s *shell) startTableBoot(t *work.Task) {
 	topics := tableTopics(t)
 	if len(topics) == 0 {
-		t.boot = nil
+		t.Boot = nil
 		return
 	}
 	s.bootGen++
-	t.boot = &tableBoot{gen: s.bootGen, empty: map[string]bool{}}
-	s.readTableEnds(t.id, t.part, topics, t.boot.gen, 0)
+	t.Boot = &work.TableBoot{Gen: s.bootGen, Empty: map[string]bool{}}
+	s.readTableEnds(t.ID, t.Part, topics, t.Boot.Gen, 0)
 }
 
 // readTableEnds reads, after wait, the ends of a task's table partitions,
@@ -119,38 +110,38 @@ func (s *shell) readTableEnds(id string, part int32, topics []string, gen uint64
 // tableEndsRead takes a read: a failed one is asked again after a pause.
 func (s *shell) tableEndsRead(r tableEnds) {
 	t := s.a.tasks[r.task]
-	if t == nil || t.boot == nil || t.boot.gen != r.gen {
+	if t == nil || t.Boot == nil || t.Boot.Gen != r.gen {
 		return
 	}
 	if r.ends == nil {
-		s.readTableEnds(t.id, t.part, tableTopics(t), r.gen, 200*time.Millisecond)
+		s.readTableEnds(t.ID, t.Part, tableTopics(t), r.gen, 200*time.Millisecond)
 		return
 	}
-	t.boot.ends, t.boot.last = r.ends, time.Now()
+	t.Boot.Ends, t.Boot.Last = r.ends, time.Now()
 	s.bootDone(t)
 	s.dispatch()
 }
 
 // bootDone ends t's bootstrap once its table partitions are processed
 // up to the ends read, and reports whether it has ended.
-func (s *shell) bootDone(t *task) bool {
-	if t.boot == nil {
+func (s *shell) bootDone(t *work.Task) bool {
+	if t.Boot == nil {
 		return true
 	}
-	if t.boot.ends == nil {
+	if t.Boot.Ends == nil {
 		return false
 	}
 	committed := s.a.group.CommittedOffsets()
-	for topic, end := range t.boot.ends {
-		if position(t, topics.Partition{Topic: topic, Part: t.part}, committed, 0) >= end {
+	for topic, end := range t.Boot.Ends {
+		if position(t, topics.Partition{Topic: topic, Part: t.Part}, committed, 0) >= end {
 			continue
 		}
-		waiting := slices.ContainsFunc(s.a.backlog[t.id], func(r *kgo.Record) bool { return r.Topic == topic })
-		if waiting || !t.boot.empty[topic] && time.Since(t.boot.last) < bootIdle {
+		waiting := slices.ContainsFunc(s.a.backlog[t.ID], func(r *kgo.Record) bool { return r.Topic == topic })
+		if waiting || !t.Boot.Empty[topic] && time.Since(t.Boot.Last) < bootIdle {
 			return false
 		}
 	}
-	t.boot = nil
+	t.Boot = nil
 	return true
 }
 
@@ -161,15 +152,15 @@ func (s *shell) fetchedEmpty(p kgo.FetchTopicPartition) {
 	if !ok || p.Err != nil {
 		return
 	}
-	if t := s.a.tasks[topology.TaskID(sub, p.Partition)]; t != nil && t.boot != nil {
-		t.boot.empty[p.Topic] = true
+	if t := s.a.tasks[topology.TaskID(sub, p.Partition)]; t != nil && t.Boot != nil {
+		t.Boot.Empty[p.Topic] = true
 	}
 }
 
 // booting reports whether a task waits for its tables.
 func (s *shell) booting() bool {
 	for _, t := range s.a.tasks {
-		if t.boot != nil {
+		if t.Boot != nil {
 			return true
 		}
 	}
@@ -178,15 +169,15 @@ func (s *shell) booting() bool {
 
 // split returns the records of t that may be processed now, and those
 // that wait for its tables (in order).
-func (s *shell) split(t *task, recs []*kgo.Record) (run, wait []*kgo.Record) {
+func (s *shell) split(t *work.Task, recs []*kgo.Record) (run, wait []*kgo.Record) {
 	if s.bootDone(t) {
 		return recs, nil
 	}
 	tables := map[string]bool{}
-	for topic := range t.boot.ends {
+	for topic := range t.Boot.Ends {
 		tables[topic] = true
 	}
-	if t.boot.ends == nil {
+	if t.Boot.Ends == nil {
 		for _, topic := range tableTopics(t) {
 			tables[topic] = true
 		}
@@ -198,8 +189,8 @@ func (s *shell) split(t *task, recs []*kgo.Record) (run, wait []*kgo.Record) {
 			wait = append(wait, r)
 		}
 	}
-	if len(run) > 0 && t.boot.ends != nil {
-		t.boot.last = time.Now()
+	if len(run) > 0 && t.Boot.Ends != nil {
+		t.Boot.Last = time.Now()
 	}
 	return run, wait
 }

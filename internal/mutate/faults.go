@@ -105,8 +105,8 @@ var faults = []fault{
 		name:  "open-on-loop",
 		what:  "a task's stores open on the loop, so every task here waits while they do",
 		file:  "shell.go",
-		old:   "\tgo func() {\n\t\tdefer a.closers.Done()\n\t\tif prev != nil {\n\t\t\t<-prev\n\t\t}\n\t\tstores, ends, err := a.openStores(ctx, t.id, t.part, t.sub.Stores)\n",
-		new:   "\tif prev != nil {\n\t\t<-prev\n\t}\n\tstores, ends, err := a.openStores(ctx, t.id, t.part, t.sub.Stores)\n\tgo func() {\n\t\tdefer a.closers.Done()\n",
+		old:   "\tgo func() {\n\t\tdefer a.closers.Done()\n\t\tif prev != nil {\n\t\t\t<-prev\n\t\t}\n\t\tstores, ends, err := a.openStores(ctx, t.ID, t.Part, t.Sub.Stores)\n",
+		new:   "\tif prev != nil {\n\t\t<-prev\n\t}\n\tstores, ends, err := a.openStores(ctx, t.ID, t.Part, t.Sub.Stores)\n\tgo func() {\n\t\tdefer a.closers.Done()\n",
 		tests: []tests{{"./bench", "^TestScaleSmoke$"}},
 	},
 	{
