@@ -19,6 +19,7 @@ import (
 
 	"github.com/baton-streams/baton/assign"
 	"github.com/baton-streams/baton/instance"
+	"github.com/baton-streams/baton/internal/commit"
 	"github.com/baton-streams/baton/internal/errs"
 	"github.com/baton-streams/baton/internal/global"
 	"github.com/baton-streams/baton/internal/metrics"
@@ -209,7 +210,7 @@ func (a *App) fail(err error) { a.cancel(err) }
 
 // produce sends a record a task's processing wrote, through the commit
 // path.
-func (a *App) produce(r *kgo.Record, promise func(*kgo.Record, error)) { a.commit.produce(r, promise) }
+func (a *App) produce(r *kgo.Record, promise func(*kgo.Record, error)) { a.commit.Produce(r, promise) }
 
 // Run joins the group and processes until ctx is done, then drains: the
 // instance marks itself leaving, waits (up to the drain timeout, or until
@@ -262,7 +263,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 			// write. Kafka Streams closes its tasks and rejoins with a
 			// new producer; so does this.
 			a.log.Warn("the transactional producer was fenced; closing the tasks and joining again with a new client", "err", err)
-		case errors.Is(err, errAbortUnresolved):
+		case errors.Is(err, commit.ErrAbortUnresolved):
 			// The new client's producer ends the open transaction
 			// (committed if its commit had got through, else aborted)
 			// before it writes; the tasks restore what was committed.
@@ -281,7 +282,7 @@ func (a *App) Run(ctx context.Context) (err error) {
 
 // rejoins reports whether Run answers err by closing the tasks and
 // joining the group again with new clients.
-func rejoins(err error) bool { return fenced(err) || errors.Is(err, errAbortUnresolved) }
+func rejoins(err error) bool { return fenced(err) || errors.Is(err, commit.ErrAbortUnresolved) }
 
 // fenced reports whether err says the transactional producer was fenced.
 // Apache Kafka with transactions v2 answers the fenced producer's EndTxn
@@ -340,15 +341,11 @@ func (a *App) member(ctx context.Context) error {
 	// The committer is waited for by close, after the clients close: a
 	// request it waits on without a context (a transaction's begin,
 	// which may first ask for a producer id) ends only then.
-	switch c := a.commit.(type) {
-	case *transactional:
-		if err := c.beginTxn(); err != nil {
-			return err
-		}
-		a.committing.Go(func() { serve(a.runCtx, c.jobs, a.ch.commits, c.commit) })
-	case *atLeastOnce:
-		a.committing.Go(func() { serve(a.runCtx, c.jobs, a.ch.commits, c.work) })
+	if err := a.commit.Open(); err != nil {
+		return err
 	}
+	c, ctx2, out := a.commit, a.runCtx, a.ch.commits
+	a.committing.Go(func() { c.Serve(ctx2, out) })
 	// Deferred before the cancel, so they run after it: the one-answer
 	// goroutines end on it, and so does a worker's produce that waits for
 	// buffer space.
@@ -460,6 +457,7 @@ func (a *App) open() error {
 		return fmt.Errorf("%w: %v", ErrConfig, err)
 	}
 	a.group, a.restore, a.admin, a.closed = group, restore, kadm.NewClient(group), false
+	a.commit = a.newCommitter()
 	a.groupClient.Store(group)
 	a.adminClient.Store(a.admin)
 	return nil

@@ -91,7 +91,10 @@
 //
 //   - this package: the API (New, the options, App.Run, Status, Leave, the
 //     errors and events) and the membership's runtime: the loop and its
-//     shell, which carry out the core's effects, and the committers.
+//     shell, which carry out the core's effects.
+//   - internal/commit: the committers, at-least-once and transactional,
+//     which do the Kafka I/O of commits on their own goroutine and report
+//     to the loop, and the store writes a commit made durable.
 //   - internal/work: a task's runtime state, the context its processor is
 //     given, and the worker goroutines that run its records.
 //   - instance and lifecycle: the pure decisions of an instance and of one

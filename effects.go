@@ -359,7 +359,7 @@ func lagText(l int64) any {
 // instance stops, or, after an error Run answers with new clients
 // (rejoins), only this member does.
 func (a *App) abort(err error) error {
-	a.commit.abort()
+	a.commit.Abort()
 	a.closeAll()
 	if rejoins(err) {
 		a.log.Warn("closing the tasks", "err", err)
@@ -503,7 +503,7 @@ func (a *App) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) 
 	a.groupErrAt.Store(time.Now().UnixNano())
 	ids := a.tasksOfPartitions(lost)
 	a.post(func(id int) instance.Input {
-		return instance.Lost{Tasks: ids, Request: id, Abort: a.commit.lost()}
+		return instance.Lost{Tasks: ids, Request: id, Abort: a.commit.Lost()}
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/baton-streams/baton/internal/commit"
 	"github.com/baton-streams/baton/internal/faultnet"
 	"github.com/baton-streams/baton/internal/kafkatest"
 	"github.com/baton-streams/baton/internal/txncheck"
@@ -185,7 +186,7 @@ func TestExactlyOnceAbortCatchesUpStores(t *testing.T) {
 	aborted := func() float64 { return testutil.ToFloat64(a.app.metrics.Transactions.WithLabelValues("aborted")) }
 	before := aborted()
 	cause := errors.New("test: a commit with an unknown outcome")
-	a.app.commit.(*transactional).plant(txnFault{skip: 1, abort: cause})
+	a.app.commit.(*commit.Transactional).Plant(commit.Fault{Skip: 1, Abort: cause})
 	if err := h.prod.ProduceSync(context.Background(), &kgo.Record{Topic: h.input, Value: []byte("beta")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -198,27 +199,6 @@ func TestExactlyOnceAbortCatchesUpStores(t *testing.T) {
 	h.words["alpha"] = 1000
 	h.injected = map[string]bool{"alpha": true}
 	h.waitExact(30 * time.Second)
-}
-
-// TestTxnErrRetries: errors after which the open transaction can still
-// commit postpone it; others abort it.
-func TestTxnErrRetries(t *testing.T) {
-	for _, c := range []struct {
-		err   error
-		retry bool
-	}{
-		{kerr.IllegalGeneration, true},
-		{kerr.RebalanceInProgress, true},
-		{kerr.NotCoordinator, true},
-		{kerr.ConcurrentTransactions, true},
-		{kerr.UnknownMemberID, false},
-		{kerr.ProducerFenced, false},
-		{errors.New("connection reset"), false},
-	} {
-		if got := errors.Is(txnErr("committing", c.err), errTxnRetry); got != c.retry {
-			t.Errorf("txnErr(%v) retries = %v, want %v", c.err, got, c.retry)
-		}
-	}
 }
 
 // TestRewindOffsets: after an abort, a partition goes back to its

@@ -3,10 +3,12 @@ package baton
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/baton-streams/baton/internal/commit"
 	"github.com/baton-streams/baton/internal/work"
 )
 
@@ -24,7 +26,7 @@ type membership struct {
 	group   *kgo.Client // group member, producer, committer
 	restore *kgo.Client // changelog reader for standbys, learners, restores
 	admin   *kadm.Client
-	commit  committer // at-least-once or transactional
+	commit  commit.Committer // at-least-once or transactional
 	workers []*work.Worker
 	// runCtx is cancelled, with the cause, when the membership must end
 	// (fail); every I/O call of the runtime derives from it.
@@ -62,10 +64,31 @@ func newMembership(a *App) *membership {
 		tasks: map[string]*work.Task{}, openingTasks: map[string]bool{}, reopen: map[string]*work.Task{},
 		closing: map[string]chan struct{}{}, backlog: map[string][]*kgo.Record{}}
 	m.runCtx, m.cancel = context.WithCancelCause(context.Background())
-	if a.cfg.guarantee == ExactlyOnce {
-		m.commit = newTransactional(a)
-	} else {
-		m.commit = newAtLeastOnce(a)
-	}
 	return m
+}
+
+// newCommitter makes the membership's committer once its group client
+// exists (open).
+func (a *App) newCommitter() commit.Committer {
+	env := &commit.Env{
+		Client: a.group, Ctx: a.runCtx, Log: a.log, Metrics: a.metrics, Purger: a.purger,
+		Fail:        a.fail,
+		Unconfirmed: func(now time.Time) bool { _, late := a.confirmation(now); return late },
+		Tasks: func() []*work.Task {
+			out := make([]*work.Task, 0, len(a.tasks))
+			for _, t := range a.tasks {
+				out = append(out, t)
+			}
+			return out
+		},
+		CommitInterval:  a.cfg.commitInterval,
+		TransactionalID: a.transactionalID(), Group: a.cfg.appID,
+		AbortTimeout: a.cfg.abortTimeout, LeaveNow: a.leaveNow, TxnMember: &a.txnMember,
+		Rewinding:    func() bool { return a.shell != nil && (a.shell.rewind || a.shell.rewinding) },
+		OnCommitWork: a.cfg.onCommitWork,
+	}
+	if a.exactlyOnce() {
+		return commit.NewTransactional(env)
+	}
+	return commit.NewAtLeastOnce(env)
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/baton-streams/baton/internal/commit"
 )
 
 // TestStopWaitsForTheCatchUp: after a transaction whose commit outcome was
@@ -45,7 +47,7 @@ func TestStopWaitsForTheCatchUp(t *testing.T) {
 	f := h.startFlow(10 * time.Millisecond)
 	defer f.stop()
 	lost := errors.New("test: the commit's outcome was lost")
-	a.app.commit.(*transactional).plant(txnFault{lost: lost})
+	a.app.commit.(*commit.Transactional).Plant(commit.Fault{Lost: lost})
 	select {
 	case <-held:
 	case <-time.After(30 * time.Second):

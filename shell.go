@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/instance"
+	"github.com/baton-streams/baton/internal/commit"
 	"github.com/baton-streams/baton/internal/restore"
 	"github.com/baton-streams/baton/internal/taskstore"
 	"github.com/baton-streams/baton/internal/work"
@@ -79,7 +80,7 @@ type shell struct {
 	// writing are the commits' store writes under way, oldest first;
 	// writeTail is done of the last store write started off the loop
 	// (a commit's or a restored chunk's), which the next one waits for.
-	writing   []*commitWrite
+	writing   []*commit.Write
 	writeTail <-chan struct{}
 	// rewind, under exactly-once: the input must go back to the last
 	// commit before anything more is processed; rewinding: that is under
@@ -103,8 +104,8 @@ type loopChans struct {
 	applied  chan *applyJob
 	opened   chan openResult
 	ends     chan instance.Ends
-	commits  chan commitResult
-	written  chan *commitWrite
+	commits  chan commit.Result
+	written  chan *commit.Write
 	rewound  chan error
 	// led signals that the leader planned a round; ledLast holds its
 	// Led. A plan made before the loop took the last one replaces it
@@ -131,7 +132,7 @@ type openResult struct {
 
 func newLoopChans() loopChans {
 	return loopChans{requests: make(chan request), polls: make(chan kgo.Fetches), restores: make(chan restore.Chunk), applied: make(chan *applyJob, 1),
-		opened: make(chan openResult), ends: make(chan instance.Ends, 4), commits: make(chan commitResult, 4), written: make(chan *commitWrite),
+		opened: make(chan openResult), ends: make(chan instance.Ends, 4), commits: make(chan commit.Result, 4), written: make(chan *commit.Write),
 		rewound: make(chan error, 1), led: make(chan struct{}, 1), ledLast: &atomic.Pointer[instance.Led]{}, inputs: make(chan inputRead, 1), pollReq: make(chan struct{}, 1),
 		tableEnds: make(chan tableEnds, 4),
 		done:      make(chan struct{}), closeOnce: &sync.Once{}}
@@ -409,7 +410,7 @@ func (s *shell) polled(f kgo.Fetches) {
 // gets its first records from the next poll, so the backlog must not
 // have to be worked off first.
 func (s *shell) pollIfCaughtUp() {
-	if s.a.commit.exclusive() {
+	if s.a.commit.Exclusive() {
 		return
 	}
 	n := 0
@@ -564,7 +565,7 @@ func (s *shell) apply(fx []instance.Effect) {
 		case instance.StartProcessor:
 			s.startProcessor(e.Task)
 		case instance.Commit:
-			a.commit.begin(e.Seq, s.tasksOf(e.Tasks), e.Final)
+			a.commit.Begin(e.Seq, s.tasksOf(e.Tasks), e.Final)
 		case instance.ReadEnds:
 			a.readEndsAsync(e.Seq, e.Tasks)
 		case instance.Rejoin:
@@ -719,14 +720,14 @@ func (s *shell) reply(request int) {
 }
 
 // committed finishes a commit and tells the core.
-func (s *shell) committed(r commitResult) {
+func (s *shell) committed(r commit.Result) {
 	writing, cd := s.takeResult(r)
 	switch {
 	case writing: // the core hears of it once written
-	case r.seq > 0:
+	case r.Seq > 0:
 		s.step(cd)
-	case r.seq < finalSeq: // an abort the core asked for at a loss
-		s.step(instance.Aborted{Seq: r.seq})
+	case r.Seq < commit.FinalSeq: // an abort the core asked for at a loss
+		s.step(instance.Aborted{Seq: r.Seq})
 	}
 	// Processing may have waited for the commit.
 	s.dispatch()
@@ -737,15 +738,35 @@ func (s *shell) committed(r commitResult) {
 // aborted transaction's writes are rolled back, and the writes a commit
 // made durable start to be written (in the background, in order). It says
 // whether a write started.
-func (s *shell) takeResult(r commitResult) (writing bool, cd instance.CommitDone) {
-	w, cd := s.a.commit.done(r)
-	if r.aborted {
+func (s *shell) takeResult(r commit.Result) (writing bool, cd instance.CommitDone) {
+	w, cd := s.a.commit.Done(r)
+	if r.Aborted {
 		s.rollBack()
 	}
 	if w != nil {
 		s.startWrite(w)
 	}
 	return w != nil, cd
+}
+
+// finalCommit commits the tasks' work and waits for it, at the end of a
+// membership, finishing the commits before it on the way.
+func (s *shell) finalCommit(ctx context.Context, tasks []*work.Task) error {
+	s.a.commit.Begin(commit.FinalSeq, tasks, true)
+	for {
+		select {
+		case r := <-s.a.ch.commits:
+			// A write it starts ends before the stores close.
+			_, cd := s.takeResult(r)
+			if r.Seq == commit.FinalSeq {
+				return r.Err
+			}
+			s.core.Step(cd) // its effects are moot: the loop is ending
+			s.core.Ready()
+		case <-ctx.Done():
+			return fmt.Errorf("baton: final commit: %w", ctx.Err())
+		}
+	}
 }
 
 // planned hands the leader's plan of a round to the loop (see led).

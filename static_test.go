@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/baton-streams/baton/internal/commit"
 	"github.com/baton-streams/baton/internal/kafkatest"
 	"github.com/baton-streams/baton/topology"
 )
@@ -243,7 +244,7 @@ func TestExactlyOnceLostCommitOutcomes(t *testing.T) {
 	lost := errors.New("test: the commit's outcome was lost")
 	for range 10 {
 		n := aborted()
-		a.app.commit.(*transactional).plant(txnFault{lost: lost})
+		a.app.commit.(*commit.Transactional).Plant(commit.Fault{Lost: lost})
 		h.eventually(30*time.Second, "a commit with a lost outcome", func() bool { return aborted() > n })
 	}
 	f.stop()

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/baton-streams/baton/internal/commit"
 	"github.com/baton-streams/baton/internal/counts"
 	"github.com/baton-streams/baton/internal/faultnet"
 	"github.com/baton-streams/baton/internal/kafkatest"
@@ -223,7 +224,7 @@ func testTimersSurviveHandovers(t *testing.T, g Guarantee) {
 			aborted := func() float64 { return testutil.ToFloat64(r.app.metrics.Transactions.WithLabelValues("aborted")) }
 			before := aborted()
 			cause := errors.New("test: a transaction with timers fired aborts")
-			r.app.commit.(*transactional).plant(txnFault{abort: cause})
+			r.app.commit.(*commit.Transactional).Plant(commit.Fault{Abort: cause})
 			waitFor(t, 30*time.Second, func() bool { return aborted() > before }, func() string { return "no abort on " + r.app.InstanceID() })
 		}
 	}

@@ -47,9 +47,7 @@ func (s *shell) BadRecord(t *work.Task, r *kgo.Record, err error) error {
 }
 
 func (s *shell) Processed(t *work.Task, n int) {
-	if txn, ok := s.a.commit.(*transactional); ok {
-		txn.processed.Add(int64(n))
-	}
+	s.a.commit.Processed(n)
 	s.a.metrics.Processed.WithLabelValues(t.ID).Add(float64(n))
 }
 

@@ -8,8 +8,8 @@ var faults = []fault{
 	{
 		name:  "alo-ack-wait",
 		what:  "at-least-once commits input offsets without waiting for the acknowledgements of the writes they depend on",
-		file:  "commit.go",
-		old:   "\tr.err = a.gaveUp(wctx, c.acks.wait(wctx, j.epoch))\n",
+		file:  "internal/commit/atleastonce.go",
+		old:   "\tr.Err = a.gaveUp(wctx, c.acks.wait(wctx, j.epoch))\n",
 		new:   "\t_ = wctx\n",
 		tests: []tests{{".", "^TestCommitWaitsForAcks$"}},
 	},
@@ -56,9 +56,9 @@ var faults = []fault{
 	{
 		name:  "txn-without-offsets",
 		what:  "an exactly-once transaction commits without the input offsets",
-		file:  "exactlyonce.go",
-		old:   "\tif len(offsets) == 0 {\n\t\treturn nil\n\t}\n\tid, epoch, err := a.group.ProducerID(ctx)\n",
-		new:   "\tif len(offsets) >= 0 {\n\t\treturn nil\n\t}\n\tid, epoch, err := a.group.ProducerID(ctx)\n",
+		file:  "internal/commit/transactional.go",
+		old:   "\tif len(offsets) == 0 {\n\t\treturn nil\n\t}\n\tid, epoch, err := a.Client.ProducerID(ctx)\n",
+		new:   "\tif len(offsets) >= 0 {\n\t\treturn nil\n\t}\n\tid, epoch, err := a.Client.ProducerID(ctx)\n",
 		tests: []tests{{".", "^TestExactlyOnceCrash$"}},
 	},
 	{
