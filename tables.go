@@ -122,24 +122,21 @@ func (s *shell) tableEndsRead(r tableEnds) {
 	s.dispatch()
 }
 
-// bootDone ends t's bootstrap once its table partitions are processed
-// up to the ends read, and reports whether it has ended.
+// bootDone ends t's bootstrap once its table partitions are up to date
+// (work.TableBoot.Ready), and reports whether it has ended.
 func (s *shell) bootDone(t *work.Task) bool {
 	if t.Boot == nil {
 		return true
 	}
-	if t.Boot.Ends == nil {
-		return false
-	}
 	committed := s.a.group.CommittedOffsets()
-	for topic, end := range t.Boot.Ends {
-		if position(t, topics.Partition{Topic: topic, Part: t.Part}, committed, 0) >= end {
-			continue
-		}
-		waiting := slices.ContainsFunc(s.a.backlog[t.ID], func(r *kgo.Record) bool { return r.Topic == topic })
-		if waiting || !t.Boot.Empty[topic] && time.Since(t.Boot.Last) < bootIdle {
-			return false
-		}
+	pos := func(topic string) int64 {
+		return position(t, topics.Partition{Topic: topic, Part: t.Part}, committed, 0)
+	}
+	waiting := func(topic string) bool {
+		return slices.ContainsFunc(s.a.backlog[t.ID], func(r *kgo.Record) bool { return r.Topic == topic })
+	}
+	if !t.Boot.Ready(pos, waiting, time.Now(), bootIdle) {
+		return false
 	}
 	t.Boot = nil
 	return true
@@ -173,24 +170,5 @@ func (s *shell) split(t *work.Task, recs []*kgo.Record) (run, wait []*kgo.Record
 	if s.bootDone(t) {
 		return recs, nil
 	}
-	tables := map[string]bool{}
-	for topic := range t.Boot.Ends {
-		tables[topic] = true
-	}
-	if t.Boot.Ends == nil {
-		for _, topic := range tableTopics(t) {
-			tables[topic] = true
-		}
-	}
-	for _, r := range recs {
-		if tables[r.Topic] {
-			run = append(run, r)
-		} else {
-			wait = append(wait, r)
-		}
-	}
-	if len(run) > 0 && t.Boot.Ends != nil {
-		t.Boot.Last = time.Now()
-	}
-	return run, wait
+	return t.Boot.Split(recs, tableTopics(t), time.Now())
 }

@@ -14,6 +14,7 @@ package work
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,7 +89,8 @@ type Task struct {
 
 // TableBoot is a task's bootstrap of its tables (topology.TableFromTopic
 // read along with other topics): until its table partitions are up to
-// date, the records of its other topics wait.
+// date, the records of its other topics wait. Its methods decide; the
+// loop reads the ends and the positions, and says what time it is.
 type TableBoot struct {
 	Ends map[string]int64 // table topic -> its end at activation; nil: not read yet
 	Gen  uint64           // which activation the read belongs to
@@ -96,6 +98,46 @@ type TableBoot struct {
 	// Empty: the table topics whose partition a fetch returned without
 	// records since the activation.
 	Empty map[string]bool
+}
+
+// Ready reports whether the bootstrap is over at now. It is once the ends
+// are read and, for each table partition, the task's position (pos) has
+// reached its end, or none of its records waits to be processed (waiting)
+// and either a fetch of it came back empty or no record of it has come
+// for idle since the ends were read or its last record was dispatched.
+// The end may be that of a transaction marker, or of a record compaction
+// removed, which no record processed reaches.
+func (b *TableBoot) Ready(pos func(topic string) int64, waiting func(topic string) bool, now time.Time, idle time.Duration) bool {
+	if b.Ends == nil {
+		return false
+	}
+	for topic, end := range b.Ends {
+		if pos(topic) >= end {
+			continue
+		}
+		if waiting(topic) || !b.Empty[topic] && now.Sub(b.Last) < idle {
+			return false
+		}
+	}
+	return true
+}
+
+// Split returns, of a task's records while it boots, those that may be
+// processed now (its table topics' records: tables are the task's table
+// topics) and those that wait, each in order. Table records dispatched
+// after the ends were read count as news of their partitions (Last).
+func (b *TableBoot) Split(recs []*kgo.Record, tables []string, now time.Time) (run, wait []*kgo.Record) {
+	for _, r := range recs {
+		if slices.Contains(tables, r.Topic) {
+			run = append(run, r)
+		} else {
+			wait = append(wait, r)
+		}
+	}
+	if len(run) > 0 && b.Ends != nil {
+		b.Last = now
+	}
+	return run, wait
 }
 
 // Context is the topology.Context of a task.

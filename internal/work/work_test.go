@@ -144,3 +144,59 @@ func TestProcessBadRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestTableBootReady: a bootstrap is over once the ends are read and each
+// table partition is processed up to its end, or may be let go: none of
+// its records waits, and a fetch of it came back empty or it has been
+// quiet for the idle time.
+func TestTableBootReady(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	idle := 2 * time.Second
+	pos := map[string]int64{"t1": 5, "t2": 9}
+	at := func(topic string) int64 { return pos[topic] }
+	none := func(string) bool { return false }
+
+	b := &TableBoot{Empty: map[string]bool{}}
+	if b.Ready(at, none, t0.Add(time.Hour), idle) {
+		t.Fatal("ready before the ends were read")
+	}
+	b.Ends, b.Last = map[string]int64{"t1": 5, "t2": 10}, t0
+	if b.Ready(at, none, t0.Add(time.Second), idle) {
+		t.Error("ready with t2 one record short of its end, 1 s after the ends came")
+	}
+	if !b.Ready(at, none, t0.Add(idle), idle) {
+		t.Error("not ready with t2 quiet for the idle time")
+	}
+	if b.Ready(at, func(topic string) bool { return topic == "t2" }, t0.Add(time.Hour), idle) {
+		t.Error("ready while a record of t2 waits to be processed")
+	}
+	b.Empty["t2"] = true
+	if !b.Ready(at, none, t0.Add(time.Second), idle) {
+		t.Error("not ready after an empty fetch of t2")
+	}
+	pos["t2"] = 10
+	b.Empty["t2"] = false
+	if !b.Ready(at, none, t0, idle) {
+		t.Error("not ready with every table partition at its end")
+	}
+}
+
+// TestTableBootSplit: while a task boots, its table records run and the
+// others wait, in order; table records after the ends came count as news.
+func TestTableBootSplit(t *testing.T) {
+	recs := []*kgo.Record{{Topic: "stream", Offset: 1}, {Topic: "table", Offset: 2}, {Topic: "stream", Offset: 3}, {Topic: "table", Offset: 4}}
+	b := &TableBoot{}
+	now := time.Unix(2000, 0)
+	run, wait := b.Split(recs, []string{"table"}, now)
+	if len(run) != 2 || run[0].Offset != 2 || run[1].Offset != 4 || len(wait) != 2 || wait[0].Offset != 1 || wait[1].Offset != 3 {
+		t.Fatalf("split into run %v and wait %v", run, wait)
+	}
+	if !b.Last.IsZero() {
+		t.Error("table records before the ends came moved Last")
+	}
+	b.Ends = map[string]int64{"table": 10}
+	b.Split(recs, []string{"table"}, now)
+	if !b.Last.Equal(now) {
+		t.Errorf("Last = %v after table records were dispatched at %v", b.Last, now)
+	}
+}
