@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/baton-streams/baton/instance"
 	"github.com/baton-streams/baton/internal/commit"
 	"github.com/baton-streams/baton/internal/work"
 )
@@ -84,7 +85,7 @@ func (a *App) newCommitter() commit.Committer {
 		CommitInterval:  a.cfg.commitInterval,
 		TransactionalID: a.transactionalID(), Group: a.cfg.appID,
 		AbortTimeout: a.cfg.abortTimeout, LeaveNow: a.leaveNow, TxnMember: &a.txnMember,
-		Rewinding:    func() bool { return a.shell != nil && (a.shell.rewind || a.shell.rewinding) },
+		Rewinding:    func() bool { return a.shell != nil && a.shell.core.Rewind() != instance.RewindNone },
 		OnCommitWork: a.cfg.onCommitWork,
 	}
 	if a.exactlyOnce() {

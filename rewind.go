@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/baton-streams/baton/instance"
 	"github.com/baton-streams/baton/internal/taskstore"
 	"github.com/baton-streams/baton/internal/topics"
 	"github.com/baton-streams/baton/internal/work"
@@ -51,8 +52,7 @@ func (s *shell) rollBack() {
 		clear(t.Offsets)
 		delete(a.backlog, t.ID)
 	}
-	s.rewind = true
-	s.requestPoll()
+	s.step(instance.RolledBack{}) // the core has the input rewound
 }
 
 // startRewind sets the input of the active tasks back to the last commit
@@ -86,12 +86,13 @@ func (s *shell) stopRewind() {
 // rewoundDone: the input is back at the last commit (or the rewind failed
 // and is tried again after the next poll). Rebalances may go on.
 func (s *shell) rewoundDone(err error) {
-	s.rewinding, s.stopRewinding = false, nil
+	s.stopRewinding = nil
+	var why string
 	if err != nil {
 		s.a.log.Warn("rewinding input; trying again", "err", err)
-		s.rewind = true
+		why = err.Error()
 	}
-	s.requestPoll()
+	s.step(instance.Rewound{Err: why})
 }
 
 // storeOfTask is a store of an active task, as the catch-ups after an

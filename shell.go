@@ -82,10 +82,6 @@ type shell struct {
 	// (a commit's or a restored chunk's), which the next one waits for.
 	writing   []*commit.Write
 	writeTail <-chan struct{}
-	// rewind, under exactly-once: the input must go back to the last
-	// commit before anything more is processed; rewinding: that is under
-	// way (rebalances stay blocked until it is done).
-	rewind, rewinding bool
 	// stopRewinding, while a rewind runs, cancels it and waits for it to
 	// end: it writes the stores, so they close only after it.
 	stopRewinding func()
@@ -214,7 +210,7 @@ func (s *shell) next(w *wakeups) func() {
 	// While the input rewinds, rebalance callbacks wait: the rewind
 	// writes the active tasks' stores and sets their offsets.
 	requests := a.ch.requests
-	if s.rewinding {
+	if s.rewinding() {
 		requests = nil
 	}
 	// Records left from the last turn are dispatched again between other
@@ -323,8 +319,12 @@ func (s *shell) step(in instance.Input) {
 	s.apply(s.core.Ready())
 }
 
+// rewinding reports whether the input rewinds (instance.RewindRunning):
+// nothing is processed, no poll is asked for and rebalance callbacks wait.
+func (s *shell) rewinding() bool { return s.core.Rewind() == instance.RewindRunning }
+
 func (s *shell) requestPoll() {
-	if s.polling || s.rewinding {
+	if s.polling || s.rewinding() {
 		return
 	}
 	s.polling = true
@@ -377,14 +377,9 @@ func (s *shell) polled(f kgo.Fetches) {
 			a.log.Warn("fetch error", "topic", topic, "partition", p, "err", err)
 		}
 	})
-	if s.rewind {
+	if s.step(instance.Polled{}); s.rewinding() {
 		// The transaction aborted: what was polled follows work that is
-		// gone. Rebalance callbacks wait while the input is rewound.
-		s.rewind, s.rewinding = false, true
-		// The rewind writes the active tasks' stores.
-		s.awaitApply("")
-		s.awaitWrites()
-		s.startRewind()
+		// gone (instance.Rewind).
 		return
 	}
 	f.EachPartition(func(p kgo.FetchTopicPartition) {
@@ -579,6 +574,13 @@ func (s *shell) apply(fx []instance.Effect) {
 			s.stopped, s.exit = a.leave(s.activeTasks()), true
 		case instance.StopForRestart:
 			s.stopped, s.exit = a.stopForRestart(s.activeTasks()), true
+		case instance.Poll:
+			s.requestPoll()
+		case instance.Rewind:
+			// The rewind writes the active tasks' stores.
+			s.awaitApply("")
+			s.awaitWrites()
+			s.startRewind()
 		case instance.Fail:
 			a.fail(errors.New("baton: " + e.Err))
 		case instance.Notify:

@@ -83,5 +83,5 @@ func (s *shell) awaitWrites() {
 // commits fall behind (commit.Committer.Exclusive), the input rewinds, or
 // commits' store writes fall behind.
 func (s *shell) held() bool {
-	return s.a.commit.Exclusive() || s.rewinding || len(s.writing) > maxWritesBehind
+	return s.a.commit.Exclusive() || s.rewinding() || len(s.writing) > maxWritesBehind
 }

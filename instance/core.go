@@ -67,6 +67,11 @@ type Core struct {
 	// revoking holds tasks revoked and waiting for their commit.
 	revoking map[string]int
 
+	// rewind is where the input's way back after a rollback is;
+	// rewindAgain: a rollback came while it ran.
+	rewind      RewindState
+	rewindAgain bool
+
 	leaving    bool
 	drainStart int
 	left       bool
@@ -139,6 +144,29 @@ func (c *Core) Role(id string) lifecycle.State {
 	return lifecycle.State{}
 }
 
+// RewindState is where an instance's input is on its way back to the
+// last commit after a rollback (exactly-once).
+type RewindState int
+
+const (
+	// RewindNone: no rollback waits for its rewind.
+	RewindNone RewindState = iota
+	// RewindDue: rolled back; the rewind starts when the next poll comes
+	// back. Nothing may be committed.
+	RewindDue
+	// RewindRunning: the rewind runs. Nothing may be processed or
+	// committed, no poll is asked for, and rebalance callbacks wait: the
+	// rewind writes the active tasks' stores and sets their offsets.
+	RewindRunning
+)
+
+func (r RewindState) String() string {
+	return [...]string{"none", "due", "running"}[r]
+}
+
+// Rewind says where the input's rewind after a rollback is.
+func (c *Core) Rewind() RewindState { return c.rewind }
+
 // Step applies one input.
 func (c *Core) Step(in Input) {
 	switch in := in.(type) {
@@ -178,6 +206,32 @@ func (c *Core) Step(in Input) {
 			c.note(Note{Kind: NoteLeaveEarly, Count: len(c.Active()), Detail: "asked to leave now"})
 			c.leave()
 		}
+	case RolledBack:
+		// The rewind waits for a poll: records fetched before the
+		// rollback must not be processed after it.
+		switch c.rewind {
+		case RewindNone:
+			c.rewind = RewindDue
+			c.emit(Poll{})
+		case RewindRunning:
+			c.rewindAgain = true // it may have read offsets from before
+		}
+	case Polled:
+		if c.rewind != RewindDue {
+			return // nothing changes: polls come often
+		}
+		c.rewind = RewindRunning
+		c.emit(Rewind{})
+	case Rewound:
+		if c.rewind != RewindRunning {
+			break
+		}
+		c.rewind = RewindNone
+		if in.Err != "" || c.rewindAgain {
+			c.rewind = RewindDue // again after the next poll
+		}
+		c.rewindAgain = false
+		c.emit(Poll{})
 	case Led:
 		c.allLeaving = in.AllLeaving
 		if in.FollowupWithoutMoves {

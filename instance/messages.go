@@ -110,6 +110,18 @@ type Led struct {
 	AllLeaving, FollowupWithoutMoves bool
 }
 
+// RolledBack: an aborted transaction's work was rolled back (exactly-once:
+// the active tasks' pending writes and offsets are gone). Their input
+// must go back to the last commit before more is processed or committed.
+type RolledBack struct{}
+
+// Polled: a poll of the input came back.
+type Polled struct{}
+
+// Rewound: the rewind (Rewind) ended; Err, when not empty, says it failed
+// and is tried again.
+type Rewound struct{ Err string }
+
 func (Assignment) input() {}
 func (Assigned) input()   {}
 func (Revoked) input()    {}
@@ -123,6 +135,9 @@ func (Tick) input()       {}
 func (Stop) input()       {}
 func (LeaveNow) input()   {}
 func (Led) input()        {}
+func (RolledBack) input() {}
+func (Polled) input()     {}
+func (Rewound) input()    {}
 
 // Effect is an action for the runtime: one of the types below. String
 // renders it for traces and logs.
@@ -198,6 +213,17 @@ type Fail struct{ Err string }
 // Notify is a Note for logs, metrics and listeners.
 type Notify struct{ Note Note }
 
+// Poll asks for the input.
+type Poll struct{}
+
+// Rewind sets the active tasks' input back to the last commit: the
+// records of the poll that just came back are dropped (they follow work
+// that is gone), and the rewind starts once the stores' writes under way
+// are done; the runtime answers with Rewound.
+type Rewind struct{}
+
+func (Poll) effect()           {}
+func (Rewind) effect()         {}
 func (OpenStores) effect()     {}
 func (CloseStores) effect()    {}
 func (Forget) effect()         {}
@@ -229,6 +255,8 @@ func (e Publish) String() string        { return "publish " + e.Snapshot.String(
 func (Leave) String() string            { return "leave" }
 func (StopForRestart) String() string   { return "stop-for-restart" }
 func (e Fail) String() string           { return "fail (" + e.Err + ")" }
+func (Poll) String() string             { return "poll" }
+func (Rewind) String() string           { return "rewind" }
 
 func (e StartRestore) String() string {
 	var b strings.Builder

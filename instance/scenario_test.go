@@ -211,12 +211,22 @@ func runScript(script string) (string, error) {
 			in = LeaveNow{}
 		case "led":
 			in = Led{AllLeaving: slices.Contains(flags, "all-leaving"), FollowupWithoutMoves: slices.Contains(flags, "followup")}
+		case "rolled-back":
+			in = RolledBack{}
+		case "polled":
+			in = Polled{}
+		case "rewound":
+			in = Rewound{Err: kv["err"]}
 		default:
 			return fail("unknown command")
 		}
 		fmt.Fprintf(&out, "> %s\n", line)
+		before := core().Rewind()
 		core().Step(in)
 		printEffects(&out, c.Ready())
+		if after := c.Rewind(); after != before {
+			fmt.Fprintf(&out, "  = rewind %s\n", after)
+		}
 	}
 	return out.String(), nil
 }
