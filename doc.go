@@ -57,8 +57,8 @@
 //
 // The decisions of an instance (what to open, restore, pause, commit, when
 // to rejoin, when a learner is ready, which lags to report, when a drain
-// is over) live in package instance, a pure state machine stepped with
-// what happened. One goroutine owns it and every task: kgo's rebalance
+// is over, when the input rewinds after an aborted transaction) live in
+// package instance, a pure state machine stepped with what happened. One goroutine owns it and every task: kgo's rebalance
 // callbacks post to it and wait for its answer, and polls, store opens and
 // closes, writes to the stores (restored changelog records, and what a
 // finished commit made durable), end-offset reads and commits run in the
@@ -96,7 +96,8 @@
 //     which do the Kafka I/O of commits on their own goroutine and report
 //     to the loop, and the store writes a commit made durable.
 //   - internal/work: a task's runtime state, the context its processor is
-//     given, and the worker goroutines that run its records.
+//     given, the worker goroutines that run its records, and when a task
+//     that reads tables may process its other topics.
 //   - instance and lifecycle: the pure decisions of an instance and of one
 //     task (no goroutines, clock or I/O), tested by golden scenarios.
 //   - assign, member and protocol: the leader's plan, the group balancer
@@ -105,7 +106,8 @@
 //     restoring actives (its own goroutine).
 //   - internal/taskstore: a task's store as the loop sees it, with the
 //     writes that are not durable yet.
-//   - internal/topics: topic preparation before the member joins.
+//   - internal/topics: topic preparation before the member joins, and the
+//     name of one partition of a topic.
 //   - internal/global: global stores and their reader goroutine.
 //   - internal/purge: deletion of committed repartition records (its own
 //     goroutine).
