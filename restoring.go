@@ -49,9 +49,7 @@ func (s *shell) limits(e instance.Ends) {
 		if st == nil || !st.Source {
 			continue
 		}
-		st.Limit = end
-		if st.Parked && t.Reading && end > st.Checkpoint {
-			st.Parked = false
+		if st.SetLimit(end, t.Reading) {
 			s.sessions++
 			st.Session = s.sessions
 			s.restorer.Start(topics.Partition{Topic: st.Changelog, Part: t.Part}, kgo.NewOffset().At(st.Checkpoint), st.Session)
@@ -236,21 +234,14 @@ func (s *shell) applied(j *applyJob) {
 }
 
 // upToLimit returns the records of p that a store whose changelog is an
-// input topic may take (those before its limit) and the end to report
-// (the limit; -1 while it is not known). Past the limit, it stops the
-// store's restore; limits starts it again.
+// input topic may take and the end to report (taskstore.Store.Limited).
+// Past the limit, it stops the store's restore; limits starts it again.
 func (s *shell) upToLimit(t *work.Task, st *taskstore.Store, p restore.Part) ([]*kgo.Record, int64) {
-	if st.Limit < 0 {
+	take, end, park := st.Limited(p.Recs)
+	if park {
 		s.park(t, st)
-		return nil, -1
 	}
-	for i, r := range p.Recs {
-		if r.Offset >= st.Limit {
-			s.park(t, st)
-			return p.Recs[:i], st.Limit
-		}
-	}
-	return p.Recs, st.Limit
+	return take, end
 }
 
 func (s *shell) park(t *work.Task, st *taskstore.Store) {

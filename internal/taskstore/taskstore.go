@@ -69,6 +69,36 @@ type Store struct {
 	Parked bool
 }
 
+// Limited returns, of changelog records p read for a restore of a store
+// whose changelog is an input topic (Source), those it may take: those
+// before its Limit. end is the end to report (the limit; -1 while it is
+// not known), and park says the restore must stop here and wait for a
+// later limit (SetLimit).
+func (s *Store) Limited(recs []*kgo.Record) (take []*kgo.Record, end int64, park bool) {
+	if s.Limit < 0 {
+		return nil, -1, true
+	}
+	for i, r := range recs {
+		if r.Offset >= s.Limit {
+			return recs[:i], s.Limit, true
+		}
+	}
+	return recs, s.Limit, false
+}
+
+// SetLimit takes the limit of a Source store's restore (the group's
+// committed offset of its input), and reports whether a restore parked
+// at the old one may go on (from the checkpoint): reading says its
+// task's changelogs are still being read.
+func (s *Store) SetLimit(limit int64, reading bool) (resume bool) {
+	s.Limit = limit
+	if s.Parked && reading && limit > s.Checkpoint {
+		s.Parked = false
+		return true
+	}
+	return false
+}
+
 type Write struct {
 	Value []byte // nil: delete
 }

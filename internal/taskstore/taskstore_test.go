@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/baton-streams/baton/state"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestIterate checks the merged iteration a processor sees (the
@@ -177,4 +178,33 @@ func randomKeys(n int, seed uint64) []string {
 		keys[i] = fmt.Sprintf("w%09d", rng.IntN(1_000_000_000))
 	}
 	return keys
+}
+
+// TestRestoreLimit: a store whose changelog is an input topic restores
+// only up to the group's committed offset of that input: nothing while
+// it is unknown, the records before it, and it parks there until a
+// later limit lets it go on from its checkpoint.
+func TestRestoreLimit(t *testing.T) {
+	st := New("s", "in", state.NewMemory("s"), true)
+	recs := []*kgo.Record{{Offset: 4}, {Offset: 5}, {Offset: 6}}
+	if take, end, park := st.Limited(recs); len(take) != 0 || end != -1 || !park {
+		t.Fatalf("limit unknown: took %d, end %d, park %v; want none, -1, parked", len(take), end, park)
+	}
+	st.Parked = true
+	if st.SetLimit(6, true) != true || st.Parked {
+		t.Fatal("a limit past the checkpoint (0) does not resume the parked restore")
+	}
+	if take, end, park := st.Limited(recs); len(take) != 2 || end != 6 || !park {
+		t.Fatalf("limit 6: took %d, end %d, park %v; want 2, 6, parked", len(take), end, park)
+	}
+	st.Parked, st.Checkpoint = true, 6
+	if st.SetLimit(6, true) || !st.Parked {
+		t.Error("a limit at the checkpoint resumed the restore")
+	}
+	if st.SetLimit(9, false) || !st.Parked {
+		t.Error("a restore resumed for a task whose changelogs are no longer read")
+	}
+	if take, end, park := st.Limited(recs); len(take) != 3 || end != 9 || park {
+		t.Fatalf("limit 9: took %d, end %d, park %v; want 3, 9, not parked", len(take), end, park)
+	}
 }
