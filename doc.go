@@ -95,6 +95,9 @@
 //   - internal/commit: the committers, at-least-once and transactional,
 //     which do the Kafka I/O of commits on their own goroutine and report
 //     to the loop, and the store writes a commit made durable.
+//   - internal/rewind: exactly-once's way back after an aborted
+//     transaction (stores caught up with their changelogs, input set back
+//     to the last commit), on a goroutine of its own.
 //   - internal/work: a task's runtime state, the context its processor is
 //     given, the worker goroutines that run its records, and when a task
 //     that reads tables may process its other topics.
