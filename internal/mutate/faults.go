@@ -165,4 +165,20 @@ var faults = []fault{
 		new:   "\t\tif false && in.Abort != 0 {\n",
 		tests: []tests{{"./instance", "^TestScenarios$"}},
 	},
+	{
+		name:  "rewind-before-poll",
+		what:  "after an exactly-once rollback the input rewinds at once, while a poll fetched before the rollback may still deliver its records",
+		file:  "instance/core.go",
+		old:   "\t\tcase RewindNone:\n\t\t\tc.rewind = RewindDue\n\t\t\tc.emit(Poll{})\n",
+		new:   "\t\tcase RewindNone:\n\t\t\tc.rewind = RewindRunning\n\t\t\tc.emit(Rewind{})\n",
+		tests: []tests{{"./instance", "^TestScenarios$"}},
+	},
+	{
+		name:  "turn-ignores-deadline",
+		what:  "a worker's turn runs every record it was given, however long past its deadline, so the loop waits for the whole backlog",
+		file:  "internal/work/work.go",
+		old:   "\t\t\tif now.After(deadline) {\n",
+		new:   "\t\t\tif false && now.After(deadline) {\n",
+		tests: []tests{{"./internal/work", "^TestProcessStopsAfterTheDeadline$"}},
+	},
 }
