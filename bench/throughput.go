@@ -16,7 +16,11 @@ import (
 
 // ThroughputConfig sets up `bench throughput`.
 type ThroughputConfig struct {
-	Lines      int           `json:"lines"` // input lines, 3 words each
+	Lines int `json:"lines"` // input lines, 3 words each
+	// Keys is how many distinct words the third word of each line takes
+	// in turn ("k0", "k1", ...): the state the counts hold grows to
+	// min(Lines, Keys) of them besides the common words.
+	Keys       int           `json:"keys"`
 	Partitions int32         `json:"partitions"`
 	Workers    []int         `json:"workers"`
 	Guarantees []string      `json:"guarantees"` // at-least-once, exactly-once
@@ -26,7 +30,7 @@ type ThroughputConfig struct {
 
 // DefaultThroughputConfig processes 300,000 lines (900,000 words).
 func DefaultThroughputConfig() ThroughputConfig {
-	return ThroughputConfig{Lines: 300_000, Partitions: 8, Workers: []int{1, 2, 4}, Guarantees: bothGuarantees(), Timeout: 5 * time.Minute}
+	return ThroughputConfig{Lines: 300_000, Keys: 50_000, Partitions: 8, Workers: []int{1, 2, 4}, Guarantees: bothGuarantees(), Timeout: 5 * time.Minute}
 }
 
 func bothGuarantees() []string {
@@ -35,7 +39,7 @@ func bothGuarantees() []string {
 
 // SmokeThroughputConfig is a tiny run for tests and CI.
 func SmokeThroughputConfig() ThroughputConfig {
-	return ThroughputConfig{Lines: 5_000, Partitions: 4, Workers: []int{1, 2}, Guarantees: bothGuarantees(), Timeout: time.Minute}
+	return ThroughputConfig{Lines: 5_000, Keys: 50_000, Partitions: 4, Workers: []int{1, 2}, Guarantees: bothGuarantees(), Timeout: time.Minute}
 }
 
 // ThroughputResult compares one wordcount instance with a plain consumer
@@ -77,7 +81,7 @@ func RunThroughput(ctx context.Context, cfg ThroughputConfig) (*ThroughputResult
 		return nil, err
 	}
 	defer e.close()
-	want, err := produceLines(ctx, e, cfg.Lines)
+	want, err := produceLines(ctx, e, cfg.Lines, cfg.Keys)
 	if err != nil {
 		return nil, err
 	}
@@ -156,14 +160,15 @@ func batonRate(ctx context.Context, e *env, cfg ThroughputConfig, g baton.Guaran
 	return rate, nil
 }
 
-// produceLines writes n lines of three words and returns the word counts.
-func produceLines(ctx context.Context, e *env, n int) (map[string]int64, error) {
+// produceLines writes n lines of three words, the third one of keys
+// distinct words, and returns the word counts.
+func produceLines(ctx context.Context, e *env, n, keys int) (map[string]int64, error) {
 	want := map[string]int64{}
 	const chunk = 20000
 	for lo := 0; lo < n; lo += chunk {
 		var recs []*kgo.Record
 		for i := lo; i < min(lo+chunk, n); i++ {
-			line := []string{vocab[i%len(vocab)], vocab[(i*7)%len(vocab)], "k" + strconv.Itoa(i%50000)}
+			line := []string{vocab[i%len(vocab)], vocab[(i*7)%len(vocab)], "k" + strconv.Itoa(i%keys)}
 			for _, w := range line {
 				want[w]++
 			}

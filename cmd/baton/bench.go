@@ -264,6 +264,7 @@ func benchThroughputCmd() *cobra.Command {
 	var (
 		smoke      bool
 		lines      int
+		keys       int
 		workers    []int
 		out        string
 		verbose    bool
@@ -272,10 +273,11 @@ func benchThroughputCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "throughput",
 		Short: "Wordcount records/s on one instance against a plain consumer, by number of workers",
-		Long: `throughput produces --lines lines of three words, counts them with a plain kgo
-consumer (split and count in a map, nothing durable), then with one wordcount
-instance per guarantee and worker count, each as a fresh application reading
-the same input. It prints lines/s and the ratio to the plain consumer.`,
+		Long: `throughput produces --lines lines of three words (two common ones and one of
+--keys distinct words, in turn), counts them with a plain kgo consumer (split
+and count in a map, nothing durable), then with one wordcount instance per
+guarantee and worker count, each as a fresh application reading the same
+input. It prints lines/s and the ratio to the plain consumer.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := bench.DefaultThroughputConfig()
@@ -285,6 +287,9 @@ the same input. It prints lines/s and the ratio to the plain consumer.`,
 			f := cmd.Flags()
 			if f.Changed("lines") {
 				cfg.Lines = lines
+			}
+			if f.Changed("keys") {
+				cfg.Keys = keys
 			}
 			if f.Changed("workers") {
 				cfg.Workers = workers
@@ -297,8 +302,8 @@ the same input. It prints lines/s and the ratio to the plain consumer.`,
 					return usageErr(fmt.Errorf("bench throughput: --guarantee: %w", err))
 				}
 			}
-			if cfg.Lines < 1 || len(cfg.Workers) == 0 || slices.Min(cfg.Workers) < 1 {
-				return usageErr(fmt.Errorf("bench throughput: want --lines >= 1 and --workers >= 1"))
+			if cfg.Lines < 1 || cfg.Keys < 1 || len(cfg.Workers) == 0 || slices.Min(cfg.Workers) < 1 {
+				return usageErr(fmt.Errorf("bench throughput: want --lines >= 1, --keys >= 1 and --workers >= 1"))
 			}
 			if verbose {
 				cfg.Log = cmd.ErrOrStderr()
@@ -323,6 +328,7 @@ the same input. It prints lines/s and the ratio to the plain consumer.`,
 	f := cmd.Flags()
 	f.BoolVar(&smoke, "smoke", false, "tiny run (5000 lines, 1 and 2 workers)")
 	f.IntVar(&lines, "lines", 0, "input lines (default 300000)")
+	f.IntVar(&keys, "keys", 0, "distinct words the third word of each line takes in turn (default 50000)")
 	f.IntSliceVar(&workers, "workers", nil, "worker counts to run (default 1,2,4)")
 	f.StringSliceVar(&guarantees, "guarantee", nil, "guarantees to run (default at-least-once,exactly-once)")
 	f.StringVar(&out, "out", "", "directory for throughput.json")
