@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"reflect"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -237,8 +242,9 @@ func loopTurns(t *testing.T, app *App, atLeast float64) (turns, over uint64, bou
 // directory waits 500 ms and each of a's commits hangs two seconds
 // before it starts; a's link reads 50 kB/s throughout (so its produce
 // acknowledgements, and its commits, lag behind), and lines flow. It
-// reports a's turns by duration (baton_loop_turn_seconds) and asserts no
-// timing. Run it with
+// reports a's turns by duration (baton_loop_turn_seconds), and the longest
+// turn of each kind over 5 ms (by the case of shell.next that handled it),
+// and asserts no timing. Run it with
 //
 //	BATON_MEASURE=1 go test -run TestMeasureLoopTurns -v .
 func TestMeasureLoopTurns(t *testing.T) {
@@ -263,7 +269,21 @@ func TestMeasureLoopTurns(t *testing.T) {
 			}
 		}
 	}
-	a := h.start("a", WithStateDir(dir), withStateFS(fs), slow, hang)
+	// The longest turns, by the case of next that handled them.
+	var longMu sync.Mutex
+	long := map[string]time.Duration{}
+	watch := func(c *config) {
+		c.onTurn = func(turn func(), took time.Duration) {
+			if took < 5*time.Millisecond {
+				return
+			}
+			name := runtime.FuncForPC(reflect.ValueOf(turn).Pointer()).Name()
+			longMu.Lock()
+			long[name] = max(long[name], took)
+			longMu.Unlock()
+		}
+	}
+	a := h.start("a", WithStateDir(dir), withStateFS(fs), slow, hang, watch)
 	defer link.Lift()
 	h.eventually(60*time.Second, "a to run every task", func() bool { _, all := owners(a); return all })
 	f := h.startFlow(10 * time.Millisecond)
@@ -295,6 +315,11 @@ func TestMeasureLoopTurns(t *testing.T) {
 	}
 	t.Logf("a's loop: %d turns (%d before the slow phase), %.3f s in all; by duration (whole run): %s",
 		hist.GetSampleCount(), before, hist.GetSampleSum(), strings.Join(rows, ", "))
+	longMu.Lock()
+	defer longMu.Unlock()
+	for _, name := range slices.Sorted(maps.Keys(long)) {
+		t.Logf("longest turn of %s: %v", strings.TrimPrefix(name, "github.com/baton-streams/baton."), long[name].Round(10*time.Microsecond))
+	}
 }
 
 // TestSlowCommitWrites: the writes a commit made durable go to the stores

@@ -78,6 +78,9 @@ type config struct {
 	// transaction with its context, before it writes a fetch into a
 	// store. Tests hold the catch-up there.
 	onCatchUp func(context.Context)
+	// onTurn, when set, is called after every turn of the loop with the
+	// turn and how long it took (tests: which turns are long).
+	onTurn func(turn func(), took time.Duration)
 	// onOneShot, when set, is called first by every goroutine the loop
 	// starts for one answer (offsets to read), with the membership's
 	// context. Tests hold such a goroutine there.

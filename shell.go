@@ -168,7 +168,11 @@ func (a *App) loop(ctx context.Context) error {
 		}
 		woke := time.Now()
 		turn()
-		a.metrics.LoopTurn.Observe(time.Since(woke).Seconds())
+		took := time.Since(woke)
+		a.metrics.LoopTurn.Observe(took.Seconds())
+		if a.cfg.onTurn != nil {
+			a.cfg.onTurn(turn, took)
+		}
 	}
 	return s.stopped
 }
