@@ -138,7 +138,7 @@ var faults = []fault{
 		what:  "the loop waits for each commit's store writes before it goes on",
 		file:  "storewrite.go",
 		old:   "\t\tcase <-ch.done:\n\t\t}\n\t})\n",
-		new:   "\t\tcase <-ch.done:\n\t\t}\n\t})\n\t<-w.done\n",
+		new:   "\t\tcase <-ch.done:\n\t\t}\n\t})\n\t<-w.Done\n",
 		tests: []tests{{".", "^TestLoopDoesNotWaitForCommitWrites$"}},
 	},
 	{
