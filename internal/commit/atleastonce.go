@@ -91,11 +91,11 @@ func (k *acks) wait(ctx context.Context, e *epoch) error {
 }
 
 // AtLeastOnce commits input offsets after the changelog and output writes
-// they depend on are acknowledged. Commits are pipelined: begin seals each
+// they depend on are acknowledged. Commits are pipelined: Begin seals each
 // store's pending writes with the epoch it cuts and returns; processing
 // goes on while the committer waits for the epoch's acknowledgements and
-// commits the offsets; done then applies the sealed writes to the stores
-// at the acknowledged changelog offsets.
+// commits the offsets; Done then hands the loop the sealed writes to apply
+// to the stores at the acknowledged changelog offsets (Write).
 type AtLeastOnce struct {
 	env  *Env
 	acks *acks

@@ -19,7 +19,7 @@ import (
 // Transactional writes changelog and output records and commits input
 // offsets in one Kafka transaction per commit. Records processed belong to
 // the open transaction, so processing waits while one commits
-// (exclusive). A transaction that fails is aborted: the active tasks roll
+// (Exclusive). A transaction that fails is aborted: the active tasks roll
 // back to the last commit and the loop rewinds their input.
 type Transactional struct {
 	env  *Env
@@ -36,7 +36,7 @@ type Transactional struct {
 	offsetsAdded bool
 	// lostSession: the partitions were lost while a transaction was
 	// open; the committer aborts instead of committing until the abort
-	// queued by lost is done. lostSeq counts those aborts, whose seqs are
+	// queued by Lost is done. lostSeq counts those aborts, whose seqs are
 	// below FinalSeq (never the core's).
 	lostSession atomic.Bool
 	lostSeq     int
