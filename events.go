@@ -16,8 +16,9 @@ const (
 	// EventRevoked: an active task was committed and given up.
 	EventRevoked EventKind = "revoked"
 	// EventLost: an active task was given up without a commit (the
-	// session expired, the group expelled this instance): its work since
-	// the last commit is its next owner's to do again.
+	// session expired, the group expelled this instance, or the commit
+	// of a revoked task failed): its work since the last commit is its
+	// next owner's to do again.
 	EventLost EventKind = "lost"
 	// EventLearner: a learner started restoring here.
 	EventLearner EventKind = "learner"

@@ -481,7 +481,8 @@ func (c *Core) assigned(ids []string) {
 }
 
 // revoked commits the running tasks given up, answers the request once
-// the commit is done, then closes them. Tasks not running close at once.
+// the commit is done, then closes them: revoked, or lost if the commit
+// failed. Tasks not running close at once.
 func (c *Core) revoked(r Revoked) {
 	var commit []string
 	for _, id := range sortedUnique(r.Tasks) {
@@ -565,6 +566,13 @@ func (c *Core) commitDone(d CommitDone) {
 	if d.Err != "" {
 		c.note(Note{Kind: NoteCommitFailed, Detail: d.Err})
 	}
+	// A revoked task whose final commit failed was given up without a
+	// commit: it is lost (its next owner does its work since the last
+	// commit again), not revoked.
+	ev := lifecycle.Revoke
+	if d.Err != "" {
+		ev = lifecycle.Lose
+	}
 	for _, id := range slices.Sorted(maps.Keys(c.revoking)) {
 		if c.revoking[id] != d.Seq {
 			continue
@@ -572,7 +580,7 @@ func (c *Core) commitDone(d CommitDone) {
 		for s, cp := range d.Checkpoints[id] {
 			c.tasks[id].cp[s] = cp
 		}
-		c.close(c.tasks[id], lifecycle.Revoke)
+		c.close(c.tasks[id], ev)
 	}
 	for id, stores := range d.Checkpoints {
 		if t, ok := c.tasks[id]; ok {

@@ -41,8 +41,8 @@ type Work struct {
 	Instance string `json:"instance"`
 	// Cause is what lost it: an event kind ("crash", "leader-crash",
 	// "handover-crash", "cluster-restart", "broker-restart"), "failed"
-	// (its Run returned an error) or "lost" (the group gave its task to
-	// another member without its knowing: see LostWork).
+	// (its Run returned an error) or "lost" (it gave up a task without a
+	// commit: see LostWork).
 	Cause string           `json:"cause"`
 	At    time.Duration    `json:"at"` // since the run began
 	Tasks map[string]Range `json:"tasks"`
@@ -136,7 +136,8 @@ func DuplicateBound(ws []Work, lines map[int32][]Line) int64 {
 
 // LostWork returns the uncommitted work of every task an instance lost
 // (EventLost: the group gave the task to another member while this one,
-// unaware, kept it; it learns later, and did not commit meanwhile), with
+// unaware, kept it, and it learnt later without committing meanwhile; or
+// the task was revoked and its final commit failed), with
 // Cause "lost" and At since start. The task's next owner runs it from the
 // group's committed offset as it takes it, for as long as the lost
 // instance goes on: the range goes from the committed offset read last
