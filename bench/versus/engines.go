@@ -16,6 +16,9 @@ type Configuration struct {
 	// folder under compare/.
 	Engine string   `json:"engine"`
 	Args   []string `json:"args,omitempty"`
+	// Exe, for engine baton, is another baton binary to run instead of
+	// this one: a baseline build measured side by side (see Baseline).
+	Exe string `json:"exe,omitempty"`
 	// BrokerConfig is what the cluster needs for this configuration; the
 	// harness sets it when it starts the cluster itself.
 	BrokerConfig map[string]string `json:"broker_config,omitempty"`
@@ -34,6 +37,13 @@ func Configurations() []Configuration {
 		{Name: "kstreams-streams", Engine: "kstreams", Args: []string{"--group-protocol", "streams"}},
 		{Name: "goka", Engine: "goka"},
 	}
+}
+
+// Baseline is the configuration that runs the baton binary exe (another
+// build: the one a change is measured against) as baton-smooth runs this
+// one.
+func Baseline(exe string) Configuration {
+	return Configuration{Name: "baton-baseline", Engine: "baton", Exe: exe}
 }
 
 // ParseConfigurations selects configurations by name, comma-separated, in
@@ -112,6 +122,10 @@ func PeerAvailable(compareDir, peer string) bool {
 // outDir.
 func buildEngine(engine, batonExe, compareDir, outDir string) (command, error) {
 	if engine == "baton" {
+		st, err := os.Stat(batonExe)
+		if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+			return command{}, fmt.Errorf("versus: baton binary %s: not an executable file", batonExe)
+		}
 		return command{path: batonExe, pre: []string{"run", "wordcount"}}, nil
 	}
 	if !PeerAvailable(compareDir, engine) {

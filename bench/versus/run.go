@@ -184,17 +184,21 @@ func Execute(ctx context.Context, cfg Config) (*Result, error) {
 		defer os.RemoveAll(dir)
 		cfg.WorkDir = dir
 	}
-	cmds := map[string]command{}
+	cmds := map[string]command{} // by commandKey
 	for _, c := range cfg.Configurations {
-		if _, ok := cmds[c.Engine]; ok {
+		if _, ok := cmds[commandKey(c)]; ok {
 			continue
 		}
 		cfg.logf("building engine %s", c.Engine)
-		cmd, err := buildEngine(c.Engine, cfg.BatonExe, cfg.CompareDir, filepath.Join(cfg.WorkDir, "bin"))
+		exe := cfg.BatonExe
+		if c.Exe != "" {
+			exe = c.Exe
+		}
+		cmd, err := buildEngine(c.Engine, exe, cfg.CompareDir, filepath.Join(cfg.WorkDir, "bin"))
 		if err != nil {
 			return nil, err
 		}
-		cmds[c.Engine] = cmd
+		cmds[commandKey(c)] = cmd
 	}
 	res := &Result{Config: cfg, Brokers: cfg.Brokers}
 	if len(cfg.Brokers) == 0 {
@@ -219,7 +223,7 @@ func Execute(ctx context.Context, cfg Config) (*Result, error) {
 			if ctx.Err() != nil {
 				return res, ctx.Err()
 			}
-			r := runEvent(ctx, cfg, res.Brokers, c, cmds[c.Engine], ev)
+			r := runEvent(ctx, cfg, res.Brokers, c, cmds[commandKey(c)], ev)
 			if r.Error != "" && first == nil {
 				first = fmt.Errorf("versus: %s, %s: %s", c.Name, ev, r.Error)
 			}
@@ -234,7 +238,7 @@ func Execute(ctx context.Context, cfg Config) (*Result, error) {
 			if ctx.Err() != nil {
 				return res, ctx.Err()
 			}
-			t := runBacklog(ctx, cfg, res.Brokers, c, cmds[c.Engine])
+			t := runBacklog(ctx, cfg, res.Brokers, c, cmds[commandKey(c)])
 			if t.Error != "" && first == nil {
 				first = fmt.Errorf("versus: %s, backlog: %s", c.Name, t.Error)
 			}
@@ -695,6 +699,10 @@ func runEvent(ctx context.Context, cfg Config, brokers []string, conf Configurat
 	r.Elapsed = time.Since(t0)
 	return r
 }
+
+// commandKey names the command a configuration runs: its engine, and
+// for a baton baseline its binary.
+func commandKey(c Configuration) string { return c.Engine + "\x00" + c.Exe }
 
 // runBacklog measures how long 2 instances take to process cfg.Backlog
 // lines from a cold start.

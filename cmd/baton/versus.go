@@ -23,6 +23,7 @@ func benchVersusCmd() *cobra.Command {
 	var (
 		short      bool
 		engines    string
+		baseline   string
 		events     string
 		brokers    string
 		brokerSets []string
@@ -75,6 +76,9 @@ explains every figure.`,
 				return usageErr(fmt.Errorf("--engines: %w", err))
 			}
 			cfg.Configurations = confs
+			if baseline != "" {
+				cfg.Configurations = append([]versus.Configuration{versus.Baseline(baseline)}, confs...)
+			}
 			if f.Changed("events") {
 				if cfg.Events, err = versus.ParseEvents(events); err != nil {
 					return usageErr(fmt.Errorf("--events: %w", err))
@@ -146,6 +150,7 @@ explains every figure.`,
 	f := cmd.Flags()
 	f.BoolVar(&short, "short", false, "short run: 1 node, 2000 keys, 200 lines/s, 5s steady, 15s after, scale-out only, 20000-line backlog")
 	f.StringVar(&engines, "engines", "baton-smooth,baton-cooperative,baton-eager", "engine configurations, comma-separated: "+strings.Join(configurationNames(), ", "))
+	f.StringVar(&baseline, "baseline", "", "another baton binary, run first as configuration baton-baseline: the build a change is measured against, in the same run")
 	f.StringVar(&events, "events", strings.Join(versus.Events, ","), "events, comma-separated (--short: scale-out)")
 	f.StringVar(&brokers, "brokers", "", "use this cluster, HOST:PORT[,HOST:PORT], instead of starting one")
 	f.StringArrayVar(&brokerSets, "broker-set", nil, "a broker setting key=value for the cluster started here (repeatable)")

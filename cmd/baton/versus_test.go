@@ -145,3 +145,15 @@ func TestBenchVersusPredictFrom(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchVersusBaseline: a --baseline that is no executable file is
+// refused, naming it, before any cluster starts.
+func TestBenchVersusBaseline(t *testing.T) {
+	dir := t.TempDir()
+	for _, exe := range []string{filepath.Join(dir, "missing"), dir} {
+		_, stderr, code := runBaton(t, "", "bench", "versus", "--baseline", exe, "--brokers", "127.0.0.1:1", "--short")
+		if code == 0 || !strings.Contains(stderr, "baton binary "+exe+": not an executable file") {
+			t.Errorf("--baseline %s: exit %d, stderr %q; want an error naming it", exe, code, stderr)
+		}
+	}
+}
