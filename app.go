@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -228,6 +229,11 @@ func (a *App) Run(ctx context.Context) (err error) {
 	if !a.running.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
+	// One block cache for every task store of this run: each open store
+	// holds a reference, and this one goes when Run returns.
+	cache := pebble.NewCache(a.cfg.blockCache)
+	defer cache.Unref()
+	a.cfg.storeOpts = append([]state.Option{state.WithBlockCache(cache)}, a.cfg.storeOpts...)
 	if err := a.open(); err != nil {
 		return err
 	}

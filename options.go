@@ -29,6 +29,7 @@ type config struct {
 	stateDir       string
 	memoryState    bool
 	storeOpts      []state.Option
+	blockCache     int64
 	workers        int
 	standbys       int
 	maxLearners    int
@@ -124,6 +125,7 @@ func defaults() config {
 		purgeInterval:  DefaultPurgeInterval,
 		autoscale:      autoscale.DefaultConfig(),
 		inputEvery:     DefaultInputLagInterval,
+		blockCache:     DefaultBlockCache,
 	}
 }
 
@@ -139,10 +141,23 @@ func WithAppID(id string) Option { return func(c *config) { c.appID = id } }
 // locked while the App runs.
 func WithStateDir(dir string) Option { return func(c *config) { c.stateDir = dir } }
 
+// DefaultBlockCache is the size of the Pebble block cache an App's stores
+// share unless WithBlockCache sets another.
+const DefaultBlockCache = 256 << 20
+
+// WithBlockCache sets the size in bytes of the Pebble block cache that
+// all of the App's task stores share (docs/memory.md). It holds the
+// stores' recently read blocks: with large state, a store read for keys
+// it lacks (every new key of an aggregation) reads its tables' index and
+// data blocks, from the cache or from the operating system. Default
+// DefaultBlockCache.
+func WithBlockCache(bytes int64) Option { return func(c *config) { c.blockCache = bytes } }
+
 // WithStoreOptions passes options to every Pebble store the App opens,
-// for example state.WithPebbleOptions to size memtables and the block
-// cache (state.DefaultMemTableSize says what a store holds by default),
-// or state.WithSyncWrites.
+// for example state.WithPebbleOptions to size memtables
+// (state.DefaultMemTableSize says what a store holds by default), or
+// state.WithSyncWrites. The task stores share one block cache
+// (WithBlockCache).
 func WithStoreOptions(opts ...state.Option) Option {
 	return func(c *config) { c.storeOpts = append(c.storeOpts, opts...) }
 }
@@ -336,6 +351,8 @@ func (c *config) validate() error {
 	switch {
 	case len(c.brokers) == 0:
 		return bad("brokers", "at least one broker is required")
+	case c.blockCache < 0:
+		return bad("block cache", "want a size of 0 bytes or more, got %d", c.blockCache)
 	case c.autoscale.Validate() != nil:
 		return fmt.Errorf("%w: autoscale: %w", ErrConfig, c.autoscale.Validate())
 	case c.inputEvery <= 0:

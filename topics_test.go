@@ -270,6 +270,7 @@ func TestTopicOptionValidation(t *testing.T) {
 		{"zero min insync", []Option{WithMinInSyncReplicas(0)}, "min in-sync replicas: must be >= 1"},
 		{"min insync above replication", []Option{WithReplicationFactor(2), WithMinInSyncReplicas(3)}, "min in-sync replicas: must not exceed the replication factor (2), got 3"},
 		{"negative purge interval", []Option{WithRepartitionPurgeInterval(-time.Second)}, "repartition purge interval"},
+		{"negative block cache", []Option{WithBlockCache(-1)}, "block cache: want a size of 0 bytes or more, got -1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := New(top, append([]Option{WithBrokers("127.0.0.1:1"), WithMemoryState()}, c.opts...)...)

@@ -47,6 +47,7 @@ func checkpointValue(offset int64) []byte {
 type options struct {
 	fs         vfs.FS
 	sync       bool
+	cache      *pebble.Cache
 	tunePebble func(*pebble.Options)
 }
 
@@ -65,11 +66,19 @@ func WithFS(fs vfs.FS) Option { return func(o *options) { o.fs = fs } }
 // always syncs.
 func WithSyncWrites() Option { return func(o *options) { o.sync = true } }
 
+// WithBlockCache makes every store opened with it use c as its Pebble
+// block cache, shared with the others, instead of a cache of its own
+// (Pebble's default: 8 MiB per store). Each open store holds a reference
+// to c; the caller keeps its own until it no longer opens stores with it,
+// then calls c.Unref. WithPebbleOptions may still set another.
+func WithBlockCache(c *pebble.Cache) Option { return func(o *options) { o.cache = c } }
+
 // DefaultMemTableSize is a store's memtable size unless WithPebbleOptions
 // sets another. Pebble starts a store's memtables at 256 KiB and doubles
 // each new one up to this size, so a store written slowly stays small; a
 // store restoring or written fast holds up to two at this size (one being
-// flushed), besides Pebble's block cache (8 MiB per store by default).
+// flushed), besides the block cache (Pebble's default is 8 MiB per store;
+// WithBlockCache shares one among stores).
 // Pebble's own default (4 MiB) made a cold restore of 10 million records
 // spend most of its CPU compacting the many small tables it flushed
 // (docs/benchmarks.md, "Restore rate").
@@ -152,7 +161,7 @@ func (s *PebbleStore) open() error {
 	if err != nil {
 		return fmt.Errorf("%w: task %s store %s: %s is open elsewhere (another process, or an open store in this one): %v", ErrLocked, s.task, s.store, s.dir, err)
 	}
-	popts := &pebble.Options{Logger: storeLogger{s}, MemTableSize: DefaultMemTableSize}
+	popts := &pebble.Options{Logger: storeLogger{s}, MemTableSize: DefaultMemTableSize, Cache: s.o.cache}
 	if s.o.tunePebble != nil {
 		s.o.tunePebble(popts)
 	}

@@ -501,3 +501,36 @@ func TestPebbleWriteErrorFailsStore(t *testing.T) {
 		t.Errorf("reopened at checkpoint %d: offset key %q, %v, %v; want the data of that checkpoint", cp, v, ok, gerr)
 	}
 }
+
+// TestPebbleSharedBlockCache: stores opened with one block cache read
+// their tables' blocks through it, and a second read of a block hits it.
+func TestPebbleSharedBlockCache(t *testing.T) {
+	dir := t.TempDir()
+	c := pebble.NewCache(64 << 20)
+	defer c.Unref()
+	var stores []*PebbleStore
+	for _, task := range []string{"0_0", "0_1"} {
+		s := openT(t, dir, task, "counts", WithBlockCache(c))
+		defer closeT(t, s)
+		apply(t, s, 7, "k1=1", "k2=2")
+		if err := s.db.Flush(); err != nil { // into a table on disk
+			t.Fatal(err)
+		}
+		stores = append(stores, s)
+	}
+	for round := range 2 {
+		for i, s := range stores {
+			before := c.Metrics()
+			if v, ok, err := s.Get([]byte("k2")); err != nil || !ok || string(v) != "2" {
+				t.Fatalf("store %d: Get(k2) = %q, %v, %v", i, v, ok, err)
+			}
+			after := c.Metrics()
+			switch {
+			case round == 0 && after.Misses == before.Misses:
+				t.Errorf("store %d's first read of its table did not go through the shared cache: before %+v, after %+v", i, before, after)
+			case round == 1 && after.Hits == before.Hits:
+				t.Errorf("store %d's second read found nothing in the shared cache: before %+v, after %+v", i, before, after)
+			}
+		}
+	}
+}
