@@ -82,8 +82,12 @@ func names(cs []Configuration) []string {
 // Events are the scale events a run can script, in table order.
 var Events = []string{"scale-out", "scale-in", "kill-standby1", "kill-standby0"}
 
-// ParseEvents selects events by name, comma-separated.
+// ParseEvents selects events by name, comma-separated; "none" selects
+// none (a run of the backlog alone).
 func ParseEvents(list string) ([]string, error) {
+	if strings.TrimSpace(list) == "none" {
+		return nil, nil
+	}
 	var out []string
 	for name := range strings.SplitSeq(list, ",") {
 		name = strings.TrimSpace(name)

@@ -2,6 +2,7 @@ package versus
 
 import (
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -26,5 +27,24 @@ func TestBaselineCommand(t *testing.T) {
 	}
 	if commandKey(base) == commandKey(smooth[0]) {
 		t.Errorf("the baseline and baton-smooth share the command key %q", commandKey(base))
+	}
+}
+
+// TestParseEventsNone: "none" selects no event (a backlog alone); an empty
+// list or an unknown name is an error.
+func TestParseEventsNone(t *testing.T) {
+	if evs, err := ParseEvents("none"); err != nil || len(evs) != 0 {
+		t.Errorf(`ParseEvents("none") = %v, %v; want none, no error`, evs, err)
+	}
+	for _, bad := range []string{"", "scale-sideways"} {
+		if _, err := ParseEvents(bad); err == nil {
+			t.Errorf("ParseEvents(%q): no error", bad)
+		}
+	}
+	cfg := ShortConfig()
+	cfg.Configurations, _ = ParseConfigurations("baton-smooth")
+	cfg.Events, cfg.Backlog = nil, 0
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "nothing to measure") {
+		t.Errorf("no event and no backlog: %v; want an error saying nothing is measured", err)
 	}
 }

@@ -151,7 +151,7 @@ explains every figure.`,
 	f.BoolVar(&short, "short", false, "short run: 1 node, 2000 keys, 200 lines/s, 5s steady, 15s after, scale-out only, 20000-line backlog")
 	f.StringVar(&engines, "engines", "baton-smooth,baton-cooperative,baton-eager", "engine configurations, comma-separated: "+strings.Join(configurationNames(), ", "))
 	f.StringVar(&baseline, "baseline", "", "another baton binary, run first as configuration baton-baseline: the build a change is measured against, in the same run")
-	f.StringVar(&events, "events", strings.Join(versus.Events, ","), "events, comma-separated (--short: scale-out)")
+	f.StringVar(&events, "events", strings.Join(versus.Events, ","), "events, comma-separated, or none for the backlog alone (--short: scale-out)")
 	f.StringVar(&brokers, "brokers", "", "use this cluster, HOST:PORT[,HOST:PORT], instead of starting one")
 	f.StringArrayVar(&brokerSets, "broker-set", nil, "a broker setting key=value for the cluster started here (repeatable)")
 	f.IntVar(&c.Nodes, "nodes", 3, "Apache Kafka nodes to start (--short: 1)")
