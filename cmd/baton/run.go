@@ -91,6 +91,7 @@ func addAppFlags(cmd *cobra.Command, input, output string) {
 	f.Int("replication-factor", 0, "replication factor of the topics baton creates (changelogs, repartition topics, output) (default min(3, brokers in the cluster))")
 	f.Int("min-insync-replicas", 0, "min.insync.replicas of the topics baton creates (default min(2, replication factor - 1), at least 1)")
 	f.Duration("repartition-purge-interval", baton.DefaultPurgeInterval, "how often, at most, committed records of repartition topics are deleted (0: after every commit)")
+	f.Int64("block-cache-mib", baton.DefaultBlockCache>>20, "MiB of the block cache the instance's stores share (docs/memory.md)")
 	f.Duration("heartbeat", 200*time.Millisecond, "group heartbeat interval")
 	f.Duration("session-timeout", 6*time.Second, "group session timeout")
 	f.Duration("drain-timeout", 60*time.Second, "longest a graceful stop waits for tasks to move")
@@ -175,6 +176,10 @@ func runApp(cmd *cobra.Command, build func(str func(string) string) (*topology.T
 	if d := dur("status-every"); d < 0 {
 		return usageErr(fmt.Errorf("--status-every: must be >= 0, got %v", d))
 	}
+	cacheMiB, _ := f.GetInt64("block-cache-mib")
+	if cacheMiB < 0 || cacheMiB > 1<<20 {
+		return usageErr(fmt.Errorf("--block-cache-mib: want 0 to %d, got %d", 1<<20, cacheMiB))
+	}
 	if d := dur("repartition-purge-interval"); d < 0 {
 		return usageErr(fmt.Errorf("--repartition-purge-interval: must be >= 0, got %v", d))
 	}
@@ -201,6 +206,7 @@ func runApp(cmd *cobra.Command, build func(str func(string) string) (*topology.T
 		baton.WithDrainTimeout(dur("drain-timeout")), baton.WithLogger(logger), baton.WithMetrics(reg),
 		baton.WithCreateSinks(map[string]string{"cleanup.policy": "compact"}), baton.WithGuarantee(guarantee),
 		baton.WithTransactionTimeout(dur("transaction-timeout")), baton.WithRepartitionPurgeInterval(dur("repartition-purge-interval")),
+		baton.WithBlockCache(cacheMiB << 20),
 	}
 	opts = append(opts, topicOpts...)
 	headroom, _ := f.GetFloat64("autoscale-headroom")
