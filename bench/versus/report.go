@@ -59,15 +59,16 @@ func Print(w io.Writer, res *Result) error {
 		}
 	}
 	if len(res.Throughput) > 0 {
-		fmt.Fprintf(w, "backlog: %d lines, 2 instances from a cold start\n", res.Config.Backlog)
+		fmt.Fprintf(w, "backlog: %d lines, 2 instances from a cold start, done when the output holds every occurrence\n", res.Config.Backlog)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "engine\tfrom start\tfrom first line\tlines/s\t")
+		fmt.Fprintln(tw, "engine\tfrom start\tlines/s\tfrom first output\tlines/s\tinput read\tcounts exact\t")
 		for _, t := range res.Throughput {
 			if t.Error != "" {
-				fmt.Fprintf(tw, "%s\tFAILED: %s\t\t\t\n", t.Configuration, clip(t.Error))
+				fmt.Fprintf(tw, "%s\tFAILED: %s\t\t\t\t\t\t\n", t.Configuration, clip(t.Error))
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t\n", t.Configuration, secs(t.FromStart), secs(t.FromFirst), t.LinesPerSec)
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%.0f\t%s\t%v\t\n", t.Configuration, secs(t.FromStart), t.LinesPerSec,
+				secs(t.FromFirst), t.FirstPerSec, secs(t.InputDone), t.Counts.Exact())
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -144,13 +144,26 @@ type Run struct {
 // included) and from the first status line showing a processed line
 // (FromFirst). LinesPerSec is over FromFirst when that spans at least 2
 // status lines, else over FromStart.
+//
+// It is measured from outside, on the output topic: the backlog is done
+// when the output holds one count per word occurrence (every engine
+// emits one per occurrence), and the counts are then checked.
 type Throughput struct {
-	Configuration string        `json:"configuration"`
-	Lines         int           `json:"lines"`
-	FromStart     time.Duration `json:"from_start_ns"`
-	FromFirst     time.Duration `json:"from_first_ns"`
-	LinesPerSec   float64       `json:"lines_per_sec"`
-	Error         string        `json:"error,omitempty"`
+	Configuration string `json:"configuration"`
+	Lines         int    `json:"lines"`
+	// FromStart is from the start of the 2 processes (start-up and group
+	// join included) to the output holding every occurrence; FromFirst
+	// from the first output record to then.
+	FromStart time.Duration `json:"from_start_ns"`
+	FromFirst time.Duration `json:"from_first_ns"`
+	// LinesPerSec is Lines over FromStart, FirstPerSec over FromFirst.
+	LinesPerSec float64 `json:"lines_per_sec"`
+	FirstPerSec float64 `json:"first_per_sec"`
+	// InputDone is when the status lines first showed every line
+	// processed (read and split: the counting may still be behind).
+	InputDone time.Duration `json:"input_done_ns"`
+	Counts    Counts        `json:"counts"`
+	Error     string        `json:"error,omitempty"`
 }
 
 func (c *Config) logf(format string, args ...any) {
@@ -269,6 +282,9 @@ type session struct {
 	last      map[string]int64
 	seen      int64 // output records read
 	lastSeen  time.Time
+	firstAt   time.Duration // since start: the first output record read
+	want      int64         // output records awaited (0: none)
+	wantAt    time.Duration // since start: seen reached want
 	bad       error
 
 	produced atomic.Int64
@@ -346,6 +362,12 @@ func (s *session) read(ctx context.Context) error {
 			s.last[string(r.Key)] = n
 			s.seen++
 			s.lastSeen = now
+			if s.seen == 1 {
+				s.firstAt = at
+			}
+			if s.want > 0 && s.seen == s.want {
+				s.wantAt = at
+			}
 			if s.measuring {
 				s.arrivals = append(s.arrivals, Arrival{Partition: r.Partition, At: at, Latency: now.Sub(r.Timestamp)})
 			}
@@ -718,27 +740,40 @@ func runBacklog(ctx context.Context, cfg Config, brokers []string, conf Configur
 		if err := s.prefill(ctx, cfg.Backlog); err != nil {
 			return err
 		}
+		s.mu.Lock()
+		s.want = int64(cfg.Backlog) * int64(cfg.WordsPerLine)
+		s.mu.Unlock()
+		rctx, stopReading := context.WithCancel(ctx)
+		readDone := make(chan error, 1)
+		go func() { readDone <- s.read(rctx) }()
+		defer func() { stopReading(); <-readDone }()
 		started := s.now()
 		for _, n := range []string{"a", "b"} {
 			if err := s.startInstance(n, 0); err != nil {
 				return err
 			}
 		}
-		var done time.Duration
-		err = s.waitFor(ctx, cfg.Prepare, "the backlog to be processed", func() bool {
-			at, ok := FirstProcessed(s.snapshot().Status, int64(cfg.Backlog))
-			done = at
-			return ok
+		err = s.waitFor(ctx, cfg.Prepare, "the output to hold every occurrence", func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.wantAt > 0
 		}, "a", "b")
 		if err != nil {
 			return err
 		}
-		t.FromStart = done - started
-		first, _ := FirstProcessed(s.snapshot().Status, 1)
-		t.FromFirst = done - first
+		t.Counts = s.counts(ctx, time.Minute)
+		s.mu.Lock()
+		t.FromStart, t.FromFirst = s.wantAt-started, s.wantAt-s.firstAt
+		s.mu.Unlock()
 		t.LinesPerSec = float64(cfg.Backlog) / t.FromStart.Seconds()
-		if t.FromFirst >= 2*time.Second { // status lines are a second apart: shorter is noise
-			t.LinesPerSec = float64(cfg.Backlog) / t.FromFirst.Seconds()
+		if t.FromFirst > 0 {
+			t.FirstPerSec = float64(cfg.Backlog) / t.FromFirst.Seconds()
+		}
+		if at, ok := FirstProcessed(s.snapshot().Status, int64(cfg.Backlog)); ok {
+			t.InputDone = at - started
+		}
+		if !t.Counts.Exact() {
+			return fmt.Errorf("counts not exact: %d lost, %d over (%s)", t.Counts.Lost, t.Counts.Over, strings.Join(t.Counts.Example, "; "))
 		}
 		return nil
 	}()

@@ -70,7 +70,7 @@ func TestBenchVersusShort(t *testing.T) {
 		}
 	}
 	for _, tp := range res.Throughput {
-		if tp.Error != "" || tp.FromStart <= 0 {
+		if tp.Error != "" || tp.FromStart <= 0 || !tp.Counts.Exact() || tp.Counts.Words == 0 {
 			t.Errorf("%s backlog: %+v", tp.Configuration, tp)
 		}
 	}
