@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -148,13 +149,14 @@ type applyPart struct {
 // back to the loop that started it.
 func (j *applyJob) run(ch loopChans) {
 	defer close(j.done)
-	var b state.Batch
+	b := restoreBatches.Get().(*state.Batch)
+	defer restoreBatches.Put(b)
 	j.next = make([]int64, len(j.parts))
 	for i, p := range j.parts {
 		j.next[i] = p.from
 	}
 	for i, p := range j.parts {
-		next, err := taskstore.ApplyChangelog(p.st.State, &b, p.from, p.recs)
+		next, err := taskstore.ApplyChangelog(p.st.State, b, p.from, p.recs)
 		if err != nil {
 			j.err = fmt.Errorf("baton: task %s store %s: restoring: %w", p.t.ID, p.st.Name, err)
 			break
@@ -163,6 +165,10 @@ func (j *applyJob) run(ch loopChans) {
 	}
 	ch.applied <- j // buffered: one job at a time
 }
+
+// restoreBatches keeps the batches restored chunks are built in, so that
+// each chunk's write reuses the memory of the ones before it.
+var restoreBatches = sync.Pool{New: func() any { return new(state.Batch) }}
 
 // has reports whether the job writes a store of task id.
 func (j *applyJob) has(id string) bool {

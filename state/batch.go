@@ -1,5 +1,7 @@
 package state
 
+import "slices"
+
 // Batch collects puts and deletes for Store.Apply. The zero value is an
 // empty batch. Put and Delete copy their arguments, so the caller may reuse
 // its buffers at once. Operations apply in order; a later one on the same
@@ -29,6 +31,13 @@ func (b *Batch) Delete(key []byte) {
 	start := len(b.buf)
 	b.buf = append(b.buf, key...)
 	b.ops = append(b.ops, batchOp{del: true, start: start, keyEnd: len(b.buf), valEnd: len(b.buf)})
+}
+
+// Grow makes room for ops more operations holding bytes more bytes of
+// keys and values, so that adding them allocates nothing.
+func (b *Batch) Grow(ops, bytes int) {
+	b.buf = slices.Grow(b.buf, bytes)
+	b.ops = slices.Grow(b.ops, ops)
 }
 
 // Len returns the number of operations in the batch.

@@ -139,6 +139,14 @@ func (s *Store) Advance(next int64) int64 {
 // store's other fields.
 func ApplyChangelog(st state.Store, b *state.Batch, from int64, recs []*kgo.Record) (int64, error) {
 	defer b.Reset()
+	ops, size := 0, 0
+	for _, r := range recs {
+		if r.Offset >= from {
+			ops++
+			size += len(r.Key) + len(r.Value)
+		}
+	}
+	b.Grow(ops, size)
 	next := from
 	for _, r := range recs {
 		if r.Offset < next {
