@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -30,16 +31,41 @@ figures as JSON (and, for scale, an SVG picture).`,
 	Args: cobra.NoArgs,
 }
 
-// cpuProfile is where --cpuprofile writes; profiling is the open file.
+// The profiles of the whole run: cpuProfile is where --cpuprofile writes
+// (profiling is the open file), allocProfile and blockProfile where
+// --allocprofile and --blockprofile write at the end.
 var (
-	cpuProfile string
-	profiling  *os.File
+	cpuProfile   string
+	profiling    *os.File
+	allocProfile string
+	blockProfile string
 )
+
+// blockRate is the block profile's sampling: one blocking event per this
+// many nanoseconds spent blocked, on average.
+const blockRate = 10_000
 
 func init() {
 	rootCmd.AddCommand(benchCmd)
-	benchCmd.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (cluster and instances share the process) to this file")
+	pf := benchCmd.PersistentFlags()
+	pf.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (cluster and instances share the process) to this file")
+	pf.StringVar(&allocProfile, "allocprofile", "", "write an allocation profile of the whole run (pprof allocs: every allocation since the start, sampled) to this file")
+	pf.StringVar(&blockProfile, "blockprofile", "", "write a block profile of the whole run (where goroutines waited: channels, locks, selects) to this file")
 	benchCmd.PersistentPreRunE = func(*cobra.Command, []string) error {
+		for name, path := range map[string]string{"allocprofile": allocProfile, "blockprofile": blockProfile} {
+			if path == "" {
+				continue
+			}
+			// Fail before the run, not after it.
+			f, err := os.Create(path)
+			if err != nil {
+				return fmt.Errorf("--%s: %w", name, err)
+			}
+			f.Close()
+		}
+		if blockProfile != "" {
+			runtime.SetBlockProfileRate(blockRate)
+		}
 		if cpuProfile == "" {
 			return nil
 		}
@@ -55,13 +81,34 @@ func init() {
 		return nil
 	}
 	benchCmd.PersistentPostRunE = func(*cobra.Command, []string) error {
-		if profiling == nil {
-			return nil
+		var errs []error
+		if allocProfile != "" {
+			errs = append(errs, writeProfile("allocprofile", "allocs", allocProfile))
 		}
-		pprof.StopCPUProfile()
-		return profiling.Close()
+		if blockProfile != "" {
+			errs = append(errs, writeProfile("blockprofile", "block", blockProfile))
+		}
+		if profiling != nil {
+			pprof.StopCPUProfile()
+			errs = append(errs, profiling.Close())
+		}
+		return errors.Join(errs...)
 	}
 	benchCmd.AddCommand(benchScaleCmd(), benchRestoreCmd(), benchThroughputCmd(), benchHeartbeatCmd())
+}
+
+// writeProfile writes the runtime profile name (allocs, block) to path,
+// as --flag asked.
+func writeProfile(flag, name, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--%s: %w", flag, err)
+	}
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("--%s: %w", flag, err)
+	}
+	return f.Close()
 }
 
 func benchContext(cmd *cobra.Command) context.Context {
