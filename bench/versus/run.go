@@ -140,13 +140,8 @@ type Run struct {
 }
 
 // Throughput is the time 2 instances took to process a backlog from a
-// cold start: from the start of the processes (FromStart, start-up
-// included) and from the first status line showing a processed line
-// (FromFirst). LinesPerSec is over FromFirst when that spans at least 2
-// status lines, else over FromStart.
-//
-// It is measured from outside, on the output topic: the backlog is done
-// when the output holds one count per word occurrence (every engine
+// cold start, measured from outside, on the output topic: the backlog is
+// done when the output holds one count per word occurrence (every engine
 // emits one per occurrence), and the counts are then checked.
 type Throughput struct {
 	Configuration string `json:"configuration"`
