@@ -83,7 +83,7 @@ func TestBadRecords(t *testing.T) {
 				t.Errorf("doubled = %v, want %s", got, want)
 			}
 			var m dto.Metric
-			if err := app.metrics.BadRecords.WithLabelValues("0_0").Write(&m); err != nil {
+			if err := app.e.Metrics().BadRecords.WithLabelValues("0_0").Write(&m); err != nil {
 				t.Fatal(err)
 			}
 			if n := m.GetCounter().GetValue(); n != 1 {

@@ -11,32 +11,6 @@ import (
 	"github.com/baton-streams/baton/internal/faultnet"
 )
 
-func TestConfirmation(t *testing.T) {
-	now := time.Unix(1000, 0)
-	at := func(d time.Duration) int64 { return now.Add(-d).UnixNano() }
-	for _, c := range []struct {
-		name                     string
-		heard, assigned, failed  int64
-		wantUnconfirmed, wantSet bool
-	}{
-		{"never a member", 0, 0, 0, false, false},
-		{"heartbeats answered", at(time.Second), at(time.Minute), 0, false, true},
-		{"no heartbeat for a session", at(7 * time.Second), at(time.Minute), 0, true, true},
-		{"assigned just now, no heartbeat yet", 0, at(time.Second), 0, false, true},
-		{"lost after the last heartbeat", at(2 * time.Second), at(time.Minute), at(time.Second), true, true},
-		{"heartbeat of a new session after the loss", at(time.Second), at(time.Minute), at(2 * time.Second), false, true},
-	} {
-		a := &App{cfg: config{session: 6 * time.Second}}
-		a.heardAt.Store(c.heard)
-		a.assignedAt.Store(c.assigned)
-		a.groupErrAt.Store(c.failed)
-		last, unconfirmed := a.confirmation(now)
-		if unconfirmed != c.wantUnconfirmed || last.IsZero() == c.wantSet {
-			t.Errorf("%s: confirmation = %v, %v; want unconfirmed %v, a time %v", c.name, last, unconfirmed, c.wantUnconfirmed, c.wantSet)
-		}
-	}
-}
-
 // TestCutOffMemberSaysUnconfirmed: an instance cut off from the cluster
 // cannot know whether the group still counts it in; the others take its
 // tasks after the session timeout. Its Status says it is unconfirmed, and
@@ -89,7 +63,7 @@ func TestCommitGivesUpWhenUnconfirmed(t *testing.T) {
 			link := &faultnet.Stall{}
 			var armed atomic.Bool
 			stallAtCommit := func(c *config) {
-				c.onCommitWork = func() {
+				c.OnCommitWork = func() {
 					if armed.CompareAndSwap(true, false) {
 						link.Stall()
 					}
@@ -109,14 +83,14 @@ func TestCommitGivesUpWhenUnconfirmed(t *testing.T) {
 			h.eventually(60*time.Second, "b to process the flow", func() bool { return processed(b) > before })
 			armed.Store(true)
 			h.eventually(DefaultSessionTimeout+30*time.Second, "b to give up a commit", func() bool {
-				return testutil.ToFloat64(b.app.metrics.CommitsGivenUp) > 0
+				return testutil.ToFloat64(b.app.e.Metrics().CommitsGivenUp) > 0
 			})
 			if !b.app.Status().Unconfirmed {
 				t.Error("b gave up a commit for being unconfirmed, but its Status says it is confirmed")
 			}
 			h.eventually(60*time.Second, "a to own every task", func() bool { _, all := owners(a); return all })
 			f.stop()
-			if n := testutil.ToFloat64(a.app.metrics.CommitsGivenUp); n > 0 {
+			if n := testutil.ToFloat64(a.app.e.Metrics().CommitsGivenUp); n > 0 {
 				t.Errorf("a, connected throughout, gave up %v commits", n)
 			}
 		})

@@ -41,8 +41,8 @@ func (h *harness) checkCopies() Option {
 	}
 	cc := h.copies
 	return func(c *config) {
-		inst := c.instanceID
-		c.onStart = func(t *work.Task) {
+		inst := c.InstanceID
+		c.OnStart = func(t *work.Task) {
 			for _, name := range slices.Sorted(maps.Keys(t.Stores)) {
 				s := t.Stores[name]
 				sc := storeCopy{instance: inst, task: t.ID, store: name, changelog: s.Changelog, part: t.Part,

@@ -89,9 +89,12 @@
 // Imports run one way: this package uses those below it and none of them
 // uses it; TestLayering holds them to one order.
 //
-//   - this package: the API (New, the options, App.Run, Status, Leave, the
-//     errors and events) and the membership's runtime: the loop and its
-//     shell, which carry out the core's effects.
+//   - this package: the API only (New, the options, App.Run, Status,
+//     Leave, the errors, the events and the status types).
+//   - internal/engine: the runtime of an App: Run, one value per group
+//     membership with the loop that owns it and the shell that carries
+//     out the core's effects, the store opens, restores, table bootstraps
+//     and input reads it starts, and the group balancer's hooks.
 //   - internal/commit: the committers, at-least-once and transactional,
 //     which do the Kafka I/O of commits on their own goroutine and report
 //     to the loop, and the store writes a commit made durable.

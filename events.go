@@ -2,6 +2,8 @@ package baton
 
 import (
 	"time"
+
+	"github.com/baton-streams/baton/internal/engine"
 )
 
 // EventKind classifies an Event.
@@ -223,4 +225,58 @@ type GlobalStoreStatus struct {
 	// Read is the records this Run applied to the store (tombstones
 	// included, transaction markers not).
 	Read int64 `json:"read"`
+}
+
+// publicEvent is the runtime's event e as the API reports it.
+func publicEvent(e engine.Event) Event {
+	return Event{Time: e.Time, Kind: EventKind(e.Kind), Instance: e.Instance, Task: e.Task, Generation: e.Generation,
+		Lag: e.Lag, Replayed: e.Replayed, Record: e.Record, Detail: e.Detail}
+}
+
+// publicStatus is the runtime's status s as the API reports it. The
+// types of both have the same fields, which the conversions check.
+func publicStatus(s engine.Status) Status {
+	st := Status{AppID: s.AppID, Instance: s.Instance, Generation: s.Generation, Leader: s.Leader, Workers: s.Workers,
+		Leaving: s.Leaving, Unconfirmed: s.Unconfirmed, ConfirmedAt: s.ConfirmedAt, WorkerRate: s.WorkerRate,
+		Tasks: make([]TaskStatus, 0, len(s.Tasks))}
+	for _, t := range s.Tasks {
+		ts := TaskStatus{ID: t.ID, Role: t.Role, Lag: t.Lag, Processed: t.Processed, Restored: t.Restored, Unconfirmed: t.Unconfirmed}
+		if t.Input != nil {
+			in := InputLag(*t.Input)
+			ts.Input = &in
+		}
+		st.Tasks = append(st.Tasks, ts)
+	}
+	if s.Totals != nil {
+		st.Totals = make(map[string]TaskTotals, len(s.Totals))
+		for id, c := range s.Totals {
+			st.Totals[id] = TaskTotals(c)
+		}
+	}
+	if s.Plan != nil {
+		p := publicPlan(*s.Plan)
+		st.Plan = &p
+	}
+	for _, p := range s.Plans {
+		st.Plans = append(st.Plans, publicPlan(p))
+	}
+	if s.Autoscale != nil {
+		as := AutoscaleStatus(*s.Autoscale)
+		st.Autoscale = &as
+	}
+	for _, g := range s.GlobalStores {
+		st.GlobalStores = append(st.GlobalStores, GlobalStoreStatus(g))
+	}
+	return st
+}
+
+func publicPlan(p engine.PlanStatus) PlanStatus {
+	out := PlanStatus{Generation: p.Generation, Reasons: p.Reasons, Followup: p.Followup, Lags: p.Lags}
+	if p.Instances != nil {
+		out.Instances = make([]PlanInstance, 0, len(p.Instances))
+	}
+	for _, in := range p.Instances {
+		out.Instances = append(out.Instances, PlanInstance(in))
+	}
+	return out
 }

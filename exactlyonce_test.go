@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/baton-streams/baton/internal/commit"
+	"github.com/baton-streams/baton/internal/engine"
 	"github.com/baton-streams/baton/internal/faultnet"
 	"github.com/baton-streams/baton/internal/kafkatest"
 	"github.com/baton-streams/baton/internal/rewind"
@@ -89,7 +90,7 @@ func TestExactlyOnceCrash(t *testing.T) {
 				// a commit already on its way.
 				txn := h.describeTxn(c)
 				if txncheck.HoldsRecords(txn, h.output) {
-					if _, err := txncheck.WaitEnded(context.Background(), kadm.NewClient(h.prod), c.app.transactionalID(), 60*time.Second); err != nil {
+					if _, err := txncheck.WaitEnded(context.Background(), kadm.NewClient(h.prod), c.app.e.TransactionalID(), 60*time.Second); err != nil {
 						t.Fatal(err)
 					}
 					written, committed, err := txncheck.Records(context.Background(), h.brokers, txn, h.output, topology.ChangelogTopic(h.appID, "counts"))
@@ -115,7 +116,7 @@ func TestExactlyOnceCrash(t *testing.T) {
 // describeTxn asks the transaction coordinator about r's transaction.
 func (h *harness) describeTxn(r *running) kadm.DescribedTransaction {
 	h.t.Helper()
-	d, err := txncheck.Describe(context.Background(), kadm.NewClient(h.prod), r.app.transactionalID())
+	d, err := txncheck.Describe(context.Background(), kadm.NewClient(h.prod), r.app.e.TransactionalID())
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -151,8 +152,8 @@ func TestExactlyOnceScaling(t *testing.T) {
 	}
 	committed, aborted := 0.0, 0.0
 	for _, r := range []*running{a, b, c} {
-		committed += testutil.ToFloat64(r.app.metrics.Transactions.WithLabelValues("committed"))
-		aborted += testutil.ToFloat64(r.app.metrics.Transactions.WithLabelValues("aborted"))
+		committed += testutil.ToFloat64(r.app.e.Metrics().Transactions.WithLabelValues("committed"))
+		aborted += testutil.ToFloat64(r.app.e.Metrics().Transactions.WithLabelValues("aborted"))
 	}
 	if committed == 0 {
 		t.Error("no transaction committed")
@@ -184,10 +185,10 @@ func TestExactlyOnceAbortCatchesUpStores(t *testing.T) {
 	if err := h.prod.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	aborted := func() float64 { return testutil.ToFloat64(a.app.metrics.Transactions.WithLabelValues("aborted")) }
+	aborted := func() float64 { return testutil.ToFloat64(a.app.e.Metrics().Transactions.WithLabelValues("aborted")) }
 	before := aborted()
 	cause := errors.New("test: a commit with an unknown outcome")
-	a.app.commit.(*commit.Transactional).Plant(commit.Fault{Skip: 1, Abort: cause})
+	a.app.e.Committer().(*commit.Transactional).Plant(commit.Fault{Skip: 1, Abort: cause})
 	if err := h.prod.ProduceSync(context.Background(), &kgo.Record{Topic: h.input, Value: []byte("beta")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -353,9 +354,9 @@ func TestExactlyOnceFencedRejoins(t *testing.T) {
 	h.waitExact(60 * time.Second)
 	f := h.startFlow(10 * time.Millisecond)
 	h.eventually(30*time.Second, "a to commit a transaction of the flow", func() bool {
-		return testutil.ToFloat64(a.app.metrics.Transactions.WithLabelValues("committed")) > 0
+		return testutil.ToFloat64(a.app.e.Metrics().Transactions.WithLabelValues("committed")) > 0
 	})
-	rogue, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.TransactionalID(a.app.transactionalID()))
+	rogue, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.TransactionalID(a.app.e.TransactionalID()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +369,7 @@ func TestExactlyOnceFencedRejoins(t *testing.T) {
 	// lands: then the rogue is told it was fenced. Any other error means
 	// the rogue did not take the id over, and the test proves nothing.
 	rogueErr := func(what string, err error) {
-		if err != nil && !fenced(err) {
+		if err != nil && !engine.Fenced(err) {
 			t.Fatalf("the rogue producer's %s: %v (want success, or fenced by a's new client)", what, err)
 		}
 		t.Logf("the rogue producer's %s: %v", what, err)
@@ -425,7 +426,7 @@ func (l *logRecorder) messages(level slog.Level) []string {
 // again with new clients.
 func waitRejoined(h *harness, a *running) {
 	h.t.Helper()
-	restarts := func() float64 { return testutil.ToFloat64(a.app.metrics.MemberRestarts) }
+	restarts := func() float64 { return testutil.ToFloat64(a.app.e.Metrics().MemberRestarts) }
 	h.eventually(60*time.Second, "a to join again with a new client", func() bool { return restarts() > 0 })
 }
 
@@ -444,7 +445,7 @@ func runsExact(t *testing.T, h *harness, a *running, f *flow) {
 }
 
 // withAbortTimeout shortens the exactly-once abort timeout (30 s).
-func withAbortTimeout(d time.Duration) Option { return func(c *config) { c.abortTimeout = d } }
+func withAbortTimeout(d time.Duration) Option { return func(c *config) { c.AbortTimeout = d } }
 
 // TestExactlyOnceAbortUnresolvedRejoins: produce stalls and the
 // transaction coordinator stops answering EndTxn, as on Apache Kafka while

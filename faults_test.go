@@ -427,8 +427,8 @@ func TestFaultBrokerRestartDuringCommits(t *testing.T) {
 			h.eventually(120*time.Second, "a and b to share the tasks", func() bool { return balanced(a, b) })
 			f := h.startFlow(10 * time.Millisecond)
 			committed := func() float64 {
-				return testutil.ToFloat64(a.app.metrics.Transactions.WithLabelValues("committed")) +
-					testutil.ToFloat64(b.app.metrics.Transactions.WithLabelValues("committed"))
+				return testutil.ToFloat64(a.app.e.Metrics().Transactions.WithLabelValues("committed")) +
+					testutil.ToFloat64(b.app.e.Metrics().Transactions.WithLabelValues("committed"))
 			}
 			processed := func() int64 {
 				n := int64(0)

@@ -19,7 +19,7 @@ import (
 
 // withInputLagInterval reads the input's offsets every d instead of
 // DefaultInputLagInterval, so that a test sees figures sooner.
-func withInputLagInterval(d time.Duration) Option { return func(c *config) { c.inputEvery = d } }
+func withInputLagInterval(d time.Duration) Option { return func(c *config) { c.InputEvery = d } }
 
 func TestAutoscaleConfigIsChecked(t *testing.T) {
 	top, err := topology.WordCount("wc", "lines", "counts")

@@ -15,6 +15,7 @@ import (
 // and none imports this package. Test files are included: a test that
 // needs a package above its own is a sign the code does too.
 var runtimePackages = []string{
+	"internal/engine",
 	"internal/commit",
 	"internal/rewind",
 	"internal/work",

@@ -36,7 +36,7 @@ func TestStopWaitsForTheCatchUp(t *testing.T) {
 	held := make(chan struct{}, 1)
 	var released atomic.Bool
 	hold := func(o *config) {
-		o.onCatchUp = func(ctx context.Context) {
+		o.OnCatchUp = func(ctx context.Context) {
 			select {
 			case held <- struct{}{}:
 			default:
@@ -52,7 +52,7 @@ func TestStopWaitsForTheCatchUp(t *testing.T) {
 	f := h.startFlow(10 * time.Millisecond)
 	defer f.stop()
 	lost := errors.New("test: the commit's outcome was lost")
-	a.app.commit.(*commit.Transactional).Plant(commit.Fault{Lost: lost})
+	a.app.e.Committer().(*commit.Transactional).Plant(commit.Fault{Lost: lost})
 	select {
 	case <-held:
 	case <-time.After(30 * time.Second):
@@ -85,10 +85,10 @@ func TestOneShotsEndWithTheirMember(t *testing.T) {
 	h.prefill(200)
 	var armed, held atomic.Bool
 	var a *running
-	restarts := func() float64 { return testutil.ToFloat64(a.app.metrics.MemberRestarts) }
+	restarts := func() float64 { return testutil.ToFloat64(a.app.e.Metrics().MemberRestarts) }
 	outlived := make(chan bool, 1)
 	hold := func(o *config) {
-		o.onOneShot = func(ctx context.Context) {
+		o.OnOneShot = func(ctx context.Context) {
 			if !armed.Load() || !held.CompareAndSwap(false, true) {
 				return
 			}
@@ -107,12 +107,12 @@ func TestOneShotsEndWithTheirMember(t *testing.T) {
 	f := h.startFlow(10 * time.Millisecond)
 	defer f.stop()
 	h.eventually(30*time.Second, "a to commit a transaction of the flow", func() bool {
-		return testutil.ToFloat64(a.app.metrics.Transactions.WithLabelValues("committed")) > 0
+		return testutil.ToFloat64(a.app.e.Metrics().Transactions.WithLabelValues("committed")) > 0
 	})
 	armed.Store(true)
 	h.eventually(30*time.Second, "a goroutine for one answer to start", held.Load)
 	// A producer with a's transactional id fences a's client.
-	rogue, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.TransactionalID(a.app.transactionalID()))
+	rogue, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.TransactionalID(a.app.e.TransactionalID()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestSlowRestoreWrites(t *testing.T) {
 	slow := func(c *config) {
 		// Every other chunk waits: were two written at once, the later
 		// would land first.
-		c.onRestoreWrite = func() {
+		c.OnRestoreWrite = func() {
 			if writes.Add(1)%2 == 1 {
 				time.Sleep(200 * time.Millisecond)
 			}
@@ -189,7 +189,7 @@ func TestLoopDoesNotWaitForRestoreWrites(t *testing.T) {
 	defer f.stop()
 	var writes atomic.Int64
 	slow := func(c *config) {
-		c.onRestoreWrite = func() {
+		c.OnRestoreWrite = func() {
 			writes.Add(1)
 			time.Sleep(stall)
 		}
@@ -224,7 +224,7 @@ func TestLoopDoesNotWaitForRestoreWrites(t *testing.T) {
 func loopTurns(t *testing.T, app *App, atLeast float64) (turns, over uint64, bound float64) {
 	t.Helper()
 	var m dto.Metric
-	if err := app.metrics.LoopTurn.Write(&m); err != nil {
+	if err := app.e.Metrics().LoopTurn.Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	h := m.GetHistogram()
@@ -263,7 +263,7 @@ func TestMeasureLoopTurns(t *testing.T) {
 	}))
 	link, slow := slowLink(50_000)
 	hang := func(c *config) {
-		c.onCommitWork = func() {
+		c.OnCommitWork = func() {
 			if slowDisk.Load() {
 				time.Sleep(2 * time.Second)
 			}
@@ -273,7 +273,7 @@ func TestMeasureLoopTurns(t *testing.T) {
 	var longMu sync.Mutex
 	long := map[string]time.Duration{}
 	watch := func(c *config) {
-		c.onTurn = func(turn func(), took time.Duration) {
+		c.OnTurn = func(turn func(), took time.Duration) {
 			if took < 5*time.Millisecond {
 				return
 			}
@@ -298,7 +298,7 @@ func TestMeasureLoopTurns(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	slowDisk.Store(false)
 	var m dto.Metric
-	if err := a.app.metrics.LoopTurn.Write(&m); err != nil {
+	if err := a.app.e.Metrics().LoopTurn.Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	hist := m.GetHistogram()
@@ -391,6 +391,6 @@ func TestLoopDoesNotWaitForCommitWrites(t *testing.T) {
 func slowCommitWrites(pause func(n int64) time.Duration) (*atomic.Int64, Option) {
 	writes := &atomic.Int64{}
 	return writes, func(c *config) {
-		c.onCommitWrite = func() { time.Sleep(pause(writes.Add(1))) }
+		c.OnCommitWrite = func() { time.Sleep(pause(writes.Add(1))) }
 	}
 }

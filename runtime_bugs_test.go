@@ -181,7 +181,7 @@ func TestExactlyOnceLostSessionRejoins(t *testing.T) {
 	}
 	start := processed()
 	h.eventually(30*time.Second, "c to process the flowing lines", func() bool { return processed() > start+100 })
-	aborted := func() float64 { return testutil.ToFloat64(c.app.metrics.Transactions.WithLabelValues("aborted")) }
+	aborted := func() float64 { return testutil.ToFloat64(c.app.e.Metrics().Transactions.WithLabelValues("aborted")) }
 	abortedBefore := aborted()
 
 	fault.HoldProduce()

@@ -1097,3 +1097,11 @@ func TestStateAheadOfChangelogEndUnknown(t *testing.T) {
 		}
 	}
 }
+
+// lagText shows a lag as the logs do.
+func lagText(l int64) any {
+	if l == instance.UnknownLag {
+		return "unknown"
+	}
+	return l
+}

@@ -34,14 +34,14 @@ func WithSASL(mechanism, user, password string) Option {
 		case SASLScramSHA512:
 			m = scram.Auth{User: user, Pass: password}.AsSha512Mechanism()
 		default:
-			c.optErr = fmt.Errorf("%w: sasl mechanism: %q (want %s, %s or %s)", ErrConfig, mechanism, SASLPlain, SASLScramSHA256, SASLScramSHA512)
+			c.OptErr = fmt.Errorf("%w: sasl mechanism: %q (want %s, %s or %s)", ErrConfig, mechanism, SASLPlain, SASLScramSHA256, SASLScramSHA512)
 			return
 		}
 		if user == "" {
-			c.optErr = fmt.Errorf("%w: sasl user: must not be empty", ErrConfig)
+			c.OptErr = fmt.Errorf("%w: sasl user: must not be empty", ErrConfig)
 			return
 		}
-		c.kgoOpts = append(c.kgoOpts, kgo.SASL(m))
+		c.KgoOpts = append(c.KgoOpts, kgo.SASL(m))
 	}
 }
 
@@ -52,7 +52,7 @@ func WithTLS(cfg *tls.Config) Option {
 		if cfg == nil {
 			cfg = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
-		c.kgoOpts = append(c.kgoOpts, kgo.DialTLSConfig(cfg.Clone()))
+		c.KgoOpts = append(c.KgoOpts, kgo.DialTLSConfig(cfg.Clone()))
 	}
 }
 

@@ -156,10 +156,10 @@ func refusing(t *testing.T, mech string) []string {
 func runOpts(t *testing.T, mech, user, pass string) []kgo.Opt {
 	var c config
 	WithSASL(mech, user, pass)(&c)
-	if c.optErr != nil {
-		t.Fatal(c.optErr)
+	if c.OptErr != nil {
+		t.Fatal(c.OptErr)
 	}
-	return c.kgoOpts
+	return c.KgoOpts
 }
 
 func TestSASLBadMechanism(t *testing.T) {

@@ -240,11 +240,11 @@ func TestExactlyOnceLostCommitOutcomes(t *testing.T) {
 	h.eventually(60*time.Second, "a to run every task", func() bool { _, all := owners(a); return all })
 	h.waitExact(60 * time.Second)
 	f := h.startFlow(10 * time.Millisecond)
-	aborted := func() float64 { return testutil.ToFloat64(a.app.metrics.Transactions.WithLabelValues("aborted")) }
+	aborted := func() float64 { return testutil.ToFloat64(a.app.e.Metrics().Transactions.WithLabelValues("aborted")) }
 	lost := errors.New("test: the commit's outcome was lost")
 	for range 10 {
 		n := aborted()
-		a.app.commit.(*commit.Transactional).Plant(commit.Fault{Lost: lost})
+		a.app.e.Committer().(*commit.Transactional).Plant(commit.Fault{Lost: lost})
 		h.eventually(30*time.Second, "a commit with a lost outcome", func() bool { return aborted() > n })
 	}
 	f.stop()

@@ -221,10 +221,10 @@ func testTimersSurviveHandovers(t *testing.T, g Guarantee) {
 		// A transaction that aborts takes back the timers it fired with
 		// the rest of its work: they fire again in the next one.
 		for _, r := range []*running{a, b2} {
-			aborted := func() float64 { return testutil.ToFloat64(r.app.metrics.Transactions.WithLabelValues("aborted")) }
+			aborted := func() float64 { return testutil.ToFloat64(r.app.e.Metrics().Transactions.WithLabelValues("aborted")) }
 			before := aborted()
 			cause := errors.New("test: a transaction with timers fired aborts")
-			r.app.commit.(*commit.Transactional).Plant(commit.Fault{Abort: cause})
+			r.app.e.Committer().(*commit.Transactional).Plant(commit.Fault{Abort: cause})
 			waitFor(t, 30*time.Second, func() bool { return aborted() > before }, func() string { return "no abort on " + r.app.InstanceID() })
 		}
 	}

@@ -76,7 +76,7 @@ func TestWindowLateRecordsAndEventTime(t *testing.T) {
 	if err := h.prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	late := func() float64 { return testutil.ToFloat64(app.metrics.Late.WithLabelValues("0_0", "clicks")) }
+	late := func() float64 { return testutil.ToFloat64(app.e.Metrics().Late.WithLabelValues("0_0", "clicks")) }
 	h.eventually(30*time.Second, "the late record to be counted", func() bool { return late() == 1 })
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.ConsumeTopics(h.output), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))

@@ -16,7 +16,7 @@ var faults = []fault{
 	{
 		name:  "warm-copy-skip",
 		what:  "a standby or learner skips the first record of every restore chunk",
-		file:  "restoring.go",
+		file:  "internal/engine/restoring.go",
 		old:   "\t\tjob.parts = append(job.parts, applyPart{",
 		new:   "\t\tif s.core.Role(id).Role != lifecycle.Active && len(recs) > 1 {\n\t\t\trecs = recs[1:]\n\t\t}\n\t\tjob.parts = append(job.parts, applyPart{",
 		tests: []tests{{".", "^TestCrash$"}, {".", "^TestScaleOut$"}},
@@ -96,7 +96,7 @@ var faults = []fault{
 	{
 		name:  "loop-blocks-on-rebalance",
 		what:  "the loop blocks for a second on every rebalance callback (as a final commit or an EndTransaction on the loop can), so tasks that do not move stop too",
-		file:  "shell.go",
+		file:  "internal/engine/shell.go",
 		old:   "\ts.step(r.in(s.nextReq))\n",
 		new:   "\ts.step(r.in(s.nextReq))\n\ttime.Sleep(time.Second)\n",
 		tests: []tests{{"./bench", "^TestScaleSmoke$"}},
@@ -104,7 +104,7 @@ var faults = []fault{
 	{
 		name:  "open-on-loop",
 		what:  "a task's stores open on the loop, so every task here waits while they do",
-		file:  "shell.go",
+		file:  "internal/engine/shell.go",
 		old:   "\tgo func() {\n\t\tdefer a.closers.Done()\n\t\tif prev != nil {\n\t\t\t<-prev\n\t\t}\n\t\tstores, ends, err := a.openStores(ctx, t.ID, t.Part, t.Sub.Stores)\n",
 		new:   "\tif prev != nil {\n\t\t<-prev\n\t}\n\tstores, ends, err := a.openStores(ctx, t.ID, t.Part, t.Sub.Stores)\n\tgo func() {\n\t\tdefer a.closers.Done()\n",
 		tests: []tests{{"./bench", "^TestScaleSmoke$"}},
@@ -112,7 +112,7 @@ var faults = []fault{
 	{
 		name:  "rewind-outlives-stop",
 		what:  "a stop closes the stores without ending the rewind that writes them",
-		file:  "effects.go",
+		file:  "internal/engine/effects.go",
 		old:   "\tif a.shell != nil {\n\t\ta.shell.stopRewind()\n\t}\n",
 		new:   "",
 		tests: []tests{{".", "^TestStopWaitsForTheCatchUp$"}},
@@ -120,7 +120,7 @@ var faults = []fault{
 	{
 		name:  "oneshot-outlives-member",
 		what:  "a member ends without waiting for its goroutines for one answer",
-		file:  "app.go",
+		file:  "internal/engine/app.go",
 		old:   "\tdefer a.oneShots.Wait()\n",
 		new:   "",
 		tests: []tests{{".", "^TestOneShotsEndWithTheirMember$"}},
@@ -128,7 +128,7 @@ var faults = []fault{
 	{
 		name:  "restore-write-on-loop",
 		what:  "the loop waits for each restored chunk to be written before it goes on",
-		file:  "restoring.go",
+		file:  "internal/engine/restoring.go",
 		old:   "\t\t\tjob.run(ch)\n\t\t})\n",
 		new:   "\t\t\tjob.run(ch)\n\t\t})\n\t\t<-job.done\n",
 		tests: []tests{{".", "^TestLoopDoesNotWaitForRestoreWrites$"}},
@@ -136,7 +136,7 @@ var faults = []fault{
 	{
 		name:  "commit-write-on-loop",
 		what:  "the loop waits for each commit's store writes before it goes on",
-		file:  "storewrite.go",
+		file:  "internal/engine/storewrite.go",
 		old:   "\t\tcase <-ch.done:\n\t\t}\n\t})\n",
 		new:   "\t\tcase <-ch.done:\n\t\t}\n\t})\n\t<-w.Done\n",
 		tests: []tests{{".", "^TestLoopDoesNotWaitForCommitWrites$"}},
@@ -152,7 +152,7 @@ var faults = []fault{
 	{
 		name:  "rollback-keeps-writes",
 		what:  "an exactly-once rollback keeps the aborted transaction's store writes, so the work processed again counts twice",
-		file:  "rewind.go",
+		file:  "internal/engine/rewind.go",
 		old:   "\t\t\ts.ClearPending()\n",
 		new:   "",
 		tests: []tests{{".", "^TestExactlyOnceAbortCatchesUpStores$"}},

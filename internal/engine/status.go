@@ -1,4 +1,4 @@
-package baton
+package engine
 
 import (
 	"maps"
@@ -47,7 +47,7 @@ func (a *App) forgetTask(id string) {
 // Status returns a snapshot of the instance. Safe to call at any time from
 // any goroutine.
 func (a *App) Status() Status {
-	st := Status{AppID: a.cfg.appID, Instance: a.cfg.instanceID, Workers: a.cfg.workers, Leaving: a.leaving.Load(), Tasks: []TaskStatus{}}
+	st := Status{AppID: a.cfg.AppID, Instance: a.cfg.InstanceID, Workers: a.cfg.Workers, Leaving: a.leaving.Load(), Tasks: []TaskStatus{}}
 	st.ConfirmedAt, st.Unconfirmed = a.confirmation(time.Now())
 	if g := a.groupClient.Load(); g != nil {
 		_, gen := g.GroupMetadata()
@@ -108,7 +108,7 @@ func (a *App) confirmation(now time.Time) (time.Time, bool) {
 	if last == 0 {
 		return time.Time{}, false // not a member yet: nothing to confirm
 	}
-	stale := now.Sub(time.Unix(0, last)) > a.cfg.session
+	stale := now.Sub(time.Unix(0, last)) > a.cfg.Session
 	// A heartbeat answered after the failure is one of the session
 	// joined since: the heartbeat that found the member gone was read
 	// before kgo reported the loss.

@@ -1,4 +1,4 @@
-package baton
+package engine
 
 import (
 	"strconv"
@@ -12,7 +12,7 @@ import (
 
 // startWorkers starts the membership's worker goroutines (package work).
 func (a *App) startWorkers() {
-	a.workers = make([]*work.Worker, a.cfg.workers)
+	a.workers = make([]*work.Worker, a.cfg.Workers)
 	for i := range a.workers {
 		w := work.NewWorker(i, a.metrics.WorkerBusy.WithLabelValues(strconv.Itoa(i)))
 		a.workers[i] = w

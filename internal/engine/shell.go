@@ -1,4 +1,4 @@
-package baton
+package engine
 
 import (
 	"context"
@@ -158,7 +158,7 @@ func (a *App) loop(ctx context.Context) error {
 	s := a.startShell()
 	tick := time.NewTicker(tickEvery)
 	defer tick.Stop()
-	inputTick := time.NewTicker(a.cfg.inputEvery)
+	inputTick := time.NewTicker(a.cfg.InputEvery)
 	defer inputTick.Stop()
 	w := wakeups{tick: tick.C, input: inputTick.C, user: ctx.Done()}
 	for !s.exit {
@@ -170,8 +170,8 @@ func (a *App) loop(ctx context.Context) error {
 		turn()
 		took := time.Since(woke)
 		a.metrics.LoopTurn.Observe(took.Seconds())
-		if a.cfg.onTurn != nil {
-			a.cfg.onTurn(turn, took)
+		if a.cfg.OnTurn != nil {
+			a.cfg.OnTurn(turn, took)
 		}
 	}
 	return s.stopped
@@ -183,10 +183,10 @@ func (a *App) startShell() *shell {
 	s := &shell{a: a, waiting: map[int]chan struct{}{}, input: newInputState()}
 	a.shell = s
 	s.core = instance.New(instance.Config{
-		AcceptableLag: a.cfg.acceptableLag,
-		CommitTicks:   max(1, int(a.cfg.commitInterval/tickEvery)),
+		AcceptableLag: a.cfg.AcceptableLag,
+		CommitTicks:   max(1, int(a.cfg.CommitInterval/tickEvery)),
 		LagTicks:      int(time.Second / tickEvery),
-		DrainTicks:    max(1, int(a.cfg.drainTimeout/tickEvery)),
+		DrainTicks:    max(1, int(a.cfg.DrainTimeout/tickEvery)),
 		Stores:        a.storesOf,
 	}, a.diskCP)
 	s.apply(s.core.Ready())
@@ -240,7 +240,7 @@ func (s *shell) next(w *wakeups) func() {
 		return nil
 	case <-w.user:
 		w.user = nil
-		return func() { s.step(instance.Stop{Restart: a.cfg.stopMode == StopForRestart}) }
+		return func() { s.step(instance.Stop{Restart: a.cfg.StopForRestart}) }
 	case <-a.leaveNow:
 		return func() { s.step(instance.LeaveNow{}) }
 	case r := <-requests:
@@ -617,8 +617,8 @@ func (s *shell) startProcessor(id string) {
 // processing: task t starts processing now, its stores holding what it
 // restored and nothing it processed (config.onStart sees it then).
 func (s *shell) processing(t *work.Task) {
-	if t != nil && s.a.cfg.onStart != nil {
-		s.a.cfg.onStart(t)
+	if t != nil && s.a.cfg.OnStart != nil {
+		s.a.cfg.OnStart(t)
 	}
 }
 

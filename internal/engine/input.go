@@ -1,4 +1,4 @@
-package baton
+package engine
 
 import (
 	"cmp"
@@ -103,7 +103,7 @@ func (a *App) readInputAsync(committed bool) {
 		}
 		if err == nil && committed {
 			var resp kadm.OffsetResponses
-			resp, err = a.admin.FetchOffsets(ctx, a.cfg.appID)
+			resp, err = a.admin.FetchOffsets(ctx, a.cfg.AppID)
 			r.committed = map[topics.Partition]int64{}
 			resp.Each(func(o kadm.OffsetResponse) {
 				if o.Err == nil && o.At >= 0 {
@@ -213,14 +213,14 @@ func (s *shell) recommend(r inputRead, workerRate float64) {
 		return // the input rates need two reads: not measured yet
 	}
 	if s.input.rec == nil {
-		rec, err := autoscale.New(a.cfg.autoscale)
+		rec, err := autoscale.New(a.cfg.Autoscale)
 		if err != nil { // New validated the config; kept for safety
 			a.log.Error("autoscale", "err", err)
 			return
 		}
 		s.input.rec = rec
 	}
-	obs := observe(r, s.input.rates, plan, a.cfg.workers, workerRate)
+	obs := observe(r, s.input.rates, plan, a.cfg.Workers, workerRate)
 	obs.LagDraining = s.input.hasPrev && obs.Lag < s.input.prevLag
 	s.input.prevLag, s.input.hasPrev = obs.Lag, true
 	rec, err := s.input.rec.Recommend(obs)

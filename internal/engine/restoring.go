@@ -1,4 +1,4 @@
-package baton
+package engine
 
 // The loop's side of restoring: standbys, learners and restoring actives
 // read their changelogs through the restorer (internal/restore), and the
@@ -114,8 +114,8 @@ func (s *shell) restored(c restore.Chunk) {
 			if prev != nil {
 				<-prev
 			}
-			if a.cfg.onRestoreWrite != nil {
-				a.cfg.onRestoreWrite()
+			if a.cfg.OnRestoreWrite != nil {
+				a.cfg.OnRestoreWrite()
 			}
 			job.run(ch)
 		})

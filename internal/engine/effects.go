@@ -1,4 +1,4 @@
-package baton
+package engine
 
 import (
 	"context"
@@ -39,9 +39,9 @@ func (a *App) openStores(ctx context.Context, id string, part int32, specs []top
 	for _, spec := range specs {
 		var st state.Store
 		var err error
-		if a.cfg.memoryState {
+		if a.cfg.MemoryState {
 			st = state.NewMemory(spec.Name)
-		} else if st, err = state.OpenOrWipe(a.cfg.stateDir, id, spec.Name, a.log, a.cfg.storeOpts...); err != nil {
+		} else if st, err = state.OpenOrWipe(a.cfg.StateDir, id, spec.Name, a.log, a.cfg.StoreOpts...); err != nil {
 			closeAll()
 			return nil, nil, err
 		}
@@ -247,10 +247,10 @@ func (a *App) committedEnds(ctx context.Context, sources map[string][]int32, lis
 	for t := range sources {
 		topics = append(topics, t)
 	}
-	if a.cfg.guarantee == ExactlyOnce {
+	if a.cfg.ExactlyOnce {
 		ctx = kadm.RequireStable(ctx)
 	}
-	committed, err := a.admin.FetchOffsets(ctx, a.cfg.appID)
+	committed, err := a.admin.FetchOffsets(ctx, a.cfg.AppID)
 	if err == nil {
 		err = committed.Error()
 	}
@@ -341,7 +341,7 @@ func (a *App) notify(n instance.Note) {
 	case instance.NoteEndUnknown:
 		a.log.Debug("changelog end offset unknown; lag unknown", "task", n.Task, "store", n.Detail)
 	case instance.NoteLeaving:
-		a.log.Info("draining: asking the group to move this instance's tasks", "timeout", a.cfg.drainTimeout)
+		a.log.Info("draining: asking the group to move this instance's tasks", "timeout", a.cfg.DrainTimeout)
 		a.emit(Event{Kind: EventLeaving})
 	case instance.NoteLeaveEarly:
 		a.log.Warn("leaving before every task moved", "active", n.Count, "why", n.Detail)
@@ -378,8 +378,8 @@ func (a *App) oneShot(fn func(ctx context.Context, ch loopChans)) {
 	a.oneShots.Add(1)
 	go func() {
 		defer a.oneShots.Done()
-		if a.cfg.onOneShot != nil {
-			a.cfg.onOneShot(ctx)
+		if a.cfg.OnOneShot != nil {
+			a.cfg.OnOneShot(ctx)
 		}
 		fn(ctx, ch)
 	}()
@@ -412,11 +412,11 @@ func (a *App) leave(active []*work.Task) error {
 	if err := a.group.LeaveGroupContext(ctx); err != nil {
 		a.log.Warn("leaving the group", "err", err)
 	}
-	if a.cfg.staticMember {
+	if a.cfg.StaticMember {
 		// The client does not leave for a static member (it expects it
 		// back): a drained instance leaves by its instance id, so the
 		// group does not wait a session timeout to rebalance.
-		resp, err := a.admin.LeaveGroup(ctx, kadm.LeaveGroup(a.cfg.appID).InstanceIDs(a.cfg.instanceID).Reason("baton: drained"))
+		resp, err := a.admin.LeaveGroup(ctx, kadm.LeaveGroup(a.cfg.AppID).InstanceIDs(a.cfg.InstanceID).Reason("baton: drained"))
 		if err == nil {
 			err = resp.Error()
 		}
@@ -438,7 +438,7 @@ func (a *App) stopForRestart(active []*work.Task) error {
 		a.log.Warn("final commit before the restart", "err", err)
 	}
 	a.closeAll()
-	a.log.Info("stopped for a restart: still a member of the group until the session timeout", "session_timeout", a.cfg.session)
+	a.log.Info("stopped for a restart: still a member of the group until the session timeout", "session_timeout", a.cfg.Session)
 	return nil
 }
 
@@ -519,8 +519,8 @@ func (s *self) Subscription(owned map[string][]int32) protocol.Subscription {
 	a := (*App)(s)
 	a.joinedAt.Store(time.Now().UnixNano()) // a join starts: time the round
 	snap := a.snapshot.Load()
-	sub := protocol.Subscription{InstanceID: a.cfg.instanceID, Endpoint: a.cfg.endpoint, Rack: a.cfg.rack,
-		Capacity: int32(a.cfg.workers), Leaving: snap.Leaving, Lags: map[string]int64{}}
+	sub := protocol.Subscription{InstanceID: a.cfg.InstanceID, Endpoint: a.cfg.Endpoint, Rack: a.cfg.Rack,
+		Capacity: int32(a.cfg.Workers), Leaving: snap.Leaving, Lags: map[string]int64{}}
 	// A task is active when every source partition of it is owned.
 	count := map[string]int{}
 	for _, id := range a.tasksOfPartitions(owned) {

@@ -1,4 +1,4 @@
-package baton
+package engine
 
 import (
 	"errors"
@@ -29,14 +29,14 @@ import (
 //     take the id back and fence the other instance in turn, and both
 //     would write with one transactional id: this one stops instead
 //     (ErrInstanceIDInUse), as a Kafka consumer does.
-func fatalGroupError(err error, cfg config) error {
+func fatalGroupError(err error, cfg Config) error {
 	switch {
 	case errors.Is(err, kerr.InvalidSessionTimeout):
 		return fmt.Errorf("%w: session timeout: %v is outside the bounds the brokers allow (group.min.session.timeout.ms, default 6s, and group.max.session.timeout.ms, default 30m): %w",
-			ErrConfig, cfg.session, err)
+			ErrConfig, cfg.Session, err)
 	case errors.Is(err, kerr.InconsistentGroupProtocol):
 		return fmt.Errorf("%w: policy %s: the group already runs another policy (its members do not join with group protocol %q) or clients that are not baton use its group id; every instance of a group must run the same --policy (WithPolicy): %w",
-			ErrConfig, cfg.policy, member.ProtocolName(cfg.policy), err)
+			ErrConfig, cfg.Policy, member.ProtocolName(cfg.Policy), err)
 	case errors.Is(err, kerr.FencedInstanceID):
 		return instanceIDInUse(cfg, err)
 	}
@@ -45,7 +45,7 @@ func fatalGroupError(err error, cfg config) error {
 
 // instanceIDInUse is the error that stops an instance whose instance id
 // another instance of the group took.
-func instanceIDInUse(cfg config, cause error) error {
+func instanceIDInUse(cfg Config, cause error) error {
 	return fmt.Errorf("%w: instance id %q: another instance joined group %s with the same instance id (its group.instance.id, and under exactly-once its transactional id) and took its place; give every running instance its own --instance-id (WithInstanceID): %w",
-		ErrInstanceIDInUse, cfg.instanceID, cfg.appID, cause)
+		ErrInstanceIDInUse, cfg.InstanceID, cfg.AppID, cause)
 }

@@ -1,4 +1,4 @@
-package baton
+package engine
 
 // Exactly-once's way back after an aborted transaction: the loop rolls
 // the active tasks back to the last commit (rollBack); off the loop, their
@@ -56,8 +56,8 @@ func (s *shell) startRewind() {
 	ctx, cancel := context.WithCancel(a.runCtx)
 	done := make(chan struct{})
 	rewound, tasks := a.ch.rewound, s.activeTasks()
-	cfg := &rewind.Config{Group: a.group, Admin: a.admin, GroupID: a.cfg.appID, Log: a.log, OnCatchUp: a.cfg.onCatchUp,
-		ReaderOpts: append(append([]kgo.Opt{kgo.SeedBrokers(a.cfg.brokers...)}, a.cfg.kgoOpts...), a.restoreClientOpts()...)}
+	cfg := &rewind.Config{Group: a.group, Admin: a.admin, GroupID: a.cfg.AppID, Log: a.log, OnCatchUp: a.cfg.OnCatchUp,
+		ReaderOpts: append(append([]kgo.Opt{kgo.SeedBrokers(a.cfg.Brokers...)}, a.cfg.KgoOpts...), a.restoreClientOpts()...)}
 	s.stopRewinding = func() {
 		cancel()
 		<-done

@@ -1,4 +1,4 @@
-package baton
+package engine
 
 import (
 	"context"
@@ -31,8 +31,8 @@ func (s *shell) startWrite(w *commit.Write) {
 		if prev != nil {
 			<-prev
 		}
-		if a.cfg.onCommitWrite != nil {
-			a.cfg.onCommitWrite()
+		if a.cfg.OnCommitWrite != nil {
+			a.cfg.OnCommitWrite()
 		}
 		w.Run()
 		select {

@@ -1,4 +1,4 @@
-package baton
+package engine
 
 import (
 	"context"
@@ -9,12 +9,12 @@ import (
 // prepareTopics makes the topics ready (internal/topics) and keeps the
 // partition counts the cluster listed.
 func (a *App) prepareTopics(ctx context.Context) error {
-	need := topics.Need{Brokers: a.cfg.brokers, Subtopologies: a.top.Subtopologies(), Sources: a.sourceTopics(), SinkConfigs: a.cfg.sinkConfigs}
-	if a.cfg.replicationSet {
-		need.ReplicationFactor = a.cfg.replicationFactor
+	need := topics.Need{Brokers: a.cfg.Brokers, Subtopologies: a.top.Subtopologies(), Sources: a.sourceTopics(), SinkConfigs: a.cfg.SinkConfigs}
+	if a.cfg.ReplicationSet {
+		need.ReplicationFactor = a.cfg.ReplicationFactor
 	}
-	if a.cfg.minISRSet {
-		need.MinInSyncReplicas = a.cfg.minISR
+	if a.cfg.MinISRSet {
+		need.MinInSyncReplicas = a.cfg.MinISR
 	}
 	parts, err := topics.Prepare(ctx, a.admin, need, a.log)
 	if err != nil {

@@ -1,4 +1,4 @@
-package baton
+package engine
 
 import (
 	"testing"

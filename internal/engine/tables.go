@@ -1,4 +1,4 @@
-package baton
+package engine
 
 import (
 	"context"
@@ -84,7 +84,7 @@ func (s *shell) readTableEnds(id string, part int32, topics []string, gen uint64
 		out := tableEnds{task: id, gen: gen}
 		var listed kadm.ListedOffsets
 		var err error
-		if a.cfg.guarantee == ExactlyOnce {
+		if a.cfg.ExactlyOnce {
 			listed, err = a.admin.ListCommittedOffsets(ctx, topics...)
 		} else {
 			listed, err = a.admin.ListEndOffsets(ctx, topics...)

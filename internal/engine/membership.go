@@ -1,4 +1,4 @@
-package baton
+package engine
 
 import (
 	"context"
@@ -82,11 +82,11 @@ func (a *App) newCommitter() commit.Committer {
 			}
 			return out
 		},
-		CommitInterval:  a.cfg.commitInterval,
-		TransactionalID: a.transactionalID(), Group: a.cfg.appID,
-		AbortTimeout: a.cfg.abortTimeout, LeaveNow: a.leaveNow, TxnMember: &a.txnMember,
+		CommitInterval:  a.cfg.CommitInterval,
+		TransactionalID: a.transactionalID(), Group: a.cfg.AppID,
+		AbortTimeout: a.cfg.AbortTimeout, LeaveNow: a.leaveNow, TxnMember: &a.txnMember,
 		Rewinding:    func() bool { return a.shell != nil && a.shell.core.Rewind() != instance.RewindNone },
-		OnCommitWork: a.cfg.onCommitWork,
+		OnCommitWork: a.cfg.OnCommitWork,
 	}
 	if a.exactlyOnce() {
 		return commit.NewTransactional(env)
