@@ -294,7 +294,6 @@ func (c *Core) diskLag(id string, cps map[string]int64) int64 {
 // step moves a task through its lifecycle and emits the effects. Effects
 // after OpenStores wait until the stores are open.
 func (c *Core) step(t *task, ev lifecycle.Event) error {
-	caughtUp := false
 	if ev == lifecycle.AssignActive && t.life.Phase == lifecycle.Replicating {
 		// A promoted copy is caught up only against an end read after the
 		// promotion: the old owner's last writes may not be in the end
@@ -303,7 +302,7 @@ func (c *Core) step(t *task, ev lifecycle.Event) error {
 		c.endsSeq++
 		c.emit(ReadEnds{Seq: c.endsSeq, Tasks: []string{t.id}})
 	}
-	next, fx, err := lifecycle.Step(t.life, ev, t.stateful(), caughtUp)
+	next, fx, err := lifecycle.Step(t.life, ev, t.stateful())
 	if err != nil {
 		return fmt.Errorf("task %s: %w", t.id, err)
 	}
@@ -348,8 +347,6 @@ func (c *Core) lifecycleEffect(t *task, e lifecycle.Effect) {
 	case lifecycle.ReportReady:
 		c.note(Note{Kind: NoteLearnerReady, Task: t.id, Lag: c.lag(t)})
 		c.emit(Rejoin{Why: "learner ready"})
-	case lifecycle.Commit:
-		// Batched by the caller (revoked).
 	}
 }
 

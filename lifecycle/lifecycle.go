@@ -1,8 +1,8 @@
 // Package lifecycle is the life of one task on one instance as a pure
 // state machine: Step takes the task's state and an event and returns the
 // next state and the effects the runtime must carry out, in order. No I/O,
-// no clock; the runtime (package baton) is the shell that performs the
-// effects.
+// no clock; package instance steps it for each of its tasks, and the
+// runtime (internal/engine) performs the effects.
 //
 // The states:
 //
@@ -15,9 +15,11 @@
 // keeps its open stores (no OpenStores effect: nothing is reopened or read
 // again, only the remaining changelog tail); a task never processes before
 // its state is caught up (input is paused while Restoring, and never left
-// paused once the task is closed); an active task
-// is committed before it is given up on a revoke, and not committed when
-// it is lost (its partitions already belong to someone else).
+// paused once the task is closed).
+//
+// Commits are not a task's own: package instance commits the running
+// tasks of a revoke together, before it steps them with Revoke, and never
+// commits a lost task (its partitions already belong to someone else).
 package lifecycle
 
 import "fmt"
@@ -141,9 +143,6 @@ const (
 	ResumeInput
 	// StartProcessor creates the task's processor.
 	StartProcessor
-	// Commit flushes the changelog and output, applies the stores and
-	// commits the input offsets of the task.
-	Commit
 	// CloseStores closes the stores, leaving state on disk.
 	CloseStores
 	// ReportReady asks for a rebalance: a learner is caught up.
@@ -152,17 +151,19 @@ const (
 
 func (e Effect) String() string {
 	return [...]string{"open-stores", "start-reading", "stop-reading", "pause-input", "resume-input",
-		"start-processor", "commit", "close-stores", "report-ready"}[e]
+		"start-processor", "close-stores", "report-ready"}[e]
 }
 
 // Step returns the next state and the effects for event ev on a task in
-// state s. stateful says whether the task has stores. caughtUp says
-// whether its open stores are at the changelog end now; it matters only
-// when a standby or learner becomes active (a closed task opens its stores
-// first and goes through Restoring: the runtime sends CaughtUp at once if
-// there is nothing to restore). An event that does not apply to the state
-// is an error naming both, and leaves the state unchanged.
-func Step(s State, ev Event, stateful, caughtUp bool) (State, []Effect, error) {
+// state s. stateful says whether the task has stores. An active task
+// whose state may be behind its changelog goes through Restoring, input
+// paused, until CaughtUp: a closed task opening its stores, and also a
+// standby or learner that becomes active, since the end offsets it was
+// caught up against may not hold the old owner's last writes (the
+// instance reads the ends again and sends CaughtUp once the stores reach
+// them, at once when they already do). An event that does not apply to
+// the state is an error naming both, and leaves the state unchanged.
+func Step(s State, ev Event, stateful bool) (State, []Effect, error) {
 	bad := func() (State, []Effect, error) {
 		return s, nil, fmt.Errorf("lifecycle: event %s does not apply to a %s task that is %s", ev, s.Role, s.Phase)
 	}
@@ -173,11 +174,9 @@ func Step(s State, ev Event, stateful, caughtUp bool) (State, []Effect, error) {
 			return State{Role: Active, Phase: Running}, []Effect{StartProcessor}, nil
 		case s.Phase == Closed:
 			return State{Role: Active, Phase: Restoring}, []Effect{OpenStores, StartProcessor, PauseInput, StartReading}, nil
-		case s.Phase == Replicating && caughtUp:
-			// A warm promotion: the stores stay open, nothing is re-read.
-			return State{Role: Active, Phase: Running}, []Effect{StopReading, StartProcessor}, nil
 		case s.Phase == Replicating:
-			// Still behind: keep reading the tail with input paused.
+			// A warm promotion: the stores stay open and only the tail
+			// past them is read, with input paused.
 			return State{Role: Active, Phase: Restoring}, []Effect{StartProcessor, PauseInput}, nil
 		}
 		return bad()
@@ -205,9 +204,7 @@ func Step(s State, ev Event, stateful, caughtUp bool) (State, []Effect, error) {
 		var fx []Effect
 		switch s.Phase {
 		case Running:
-			if ev == Revoke {
-				fx = append(fx, Commit)
-			}
+			// Committed already, if revoked (see the package doc).
 		case Restoring:
 			// Nothing processed: nothing to commit. Input was paused: resume
 			// it, or the partitions stay paused if the task comes back.

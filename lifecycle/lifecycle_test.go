@@ -42,64 +42,66 @@ func TestRoleJSON(t *testing.T) {
 
 func TestWarmPromotionKeepsStores(t *testing.T) {
 	for _, role := range []Event{AssignStandby, AssignLearner} {
-		s, fx, err := Step(State{}, role, true, false)
+		s, fx, err := Step(State{}, role, true)
 		if err != nil || s.Phase != Replicating || !slices.Equal(fx, []Effect{OpenStores, StartReading}) {
 			t.Fatalf("%s: %v %v %v", role, s, fx, err)
 		}
-		s, fx, err = Step(s, AssignActive, true, true)
-		if err != nil || s != (State{Role: Active, Phase: Running}) {
-			t.Fatalf("promotion: %v %v", s, err)
+		s, fx, err = Step(s, AssignActive, true)
+		if err != nil || s != (State{Role: Active, Phase: Restoring}) || !slices.Equal(fx, []Effect{StartProcessor, PauseInput}) {
+			t.Fatalf("a %s promoted to active: %v %v %v, want restoring its tail with input paused", role, s, fx, err)
 		}
-		if slices.Contains(fx, OpenStores) || slices.Contains(fx, StartReading) || slices.Contains(fx, CloseStores) {
-			t.Errorf("a caught-up %s promoted to active must not reopen or re-read its stores: %v", role, fx)
+		s, fx, err = Step(s, CaughtUp, true)
+		if err != nil || s != (State{Role: Active, Phase: Running}) || !slices.Equal(fx, []Effect{StopReading, ResumeInput}) {
+			t.Fatalf("the promoted %s caught up: %v %v %v", role, s, fx, err)
 		}
 	}
 }
 
 func TestColdActiveRestoresBeforeProcessing(t *testing.T) {
-	s, fx, err := Step(State{}, AssignActive, true, false)
+	s, fx, err := Step(State{}, AssignActive, true)
 	if err != nil || s.Phase != Restoring || !slices.Equal(fx, []Effect{OpenStores, StartProcessor, PauseInput, StartReading}) {
 		t.Fatalf("%v %v %v", s, fx, err)
 	}
-	s, fx, err = Step(s, CaughtUp, true, true)
+	s, fx, err = Step(s, CaughtUp, true)
 	if err != nil || s.Phase != Running || !slices.Equal(fx, []Effect{StopReading, ResumeInput}) {
 		t.Fatalf("%v %v %v", s, fx, err)
 	}
 }
 
-func TestRevokeCommitsLoseDoesNot(t *testing.T) {
+// TestRevokeAndLoseClose: a running task given up, revoked (committed
+// by the instance before) or lost, closes its stores; a restoring one
+// also stops reading and resumes its input.
+func TestRevokeAndLoseClose(t *testing.T) {
 	running := State{Role: Active, Phase: Running}
-	_, fx, _ := Step(running, Revoke, true, false)
-	if !slices.Equal(fx, []Effect{Commit, CloseStores}) {
-		t.Errorf("revoke: %v, want commit then close", fx)
-	}
-	_, fx, _ = Step(running, Lose, true, false)
-	if slices.Contains(fx, Commit) {
-		t.Errorf("lose must not commit: %v", fx)
-	}
-	_, fx, _ = Step(State{Role: Active, Phase: Restoring}, Revoke, true, false)
-	if slices.Contains(fx, Commit) || !slices.Contains(fx, StopReading) {
-		t.Errorf("revoking a restoring task: %v", fx)
+	for _, ev := range []Event{Revoke, Lose} {
+		s, fx, err := Step(running, ev, true)
+		if err != nil || s != (State{}) || !slices.Equal(fx, []Effect{CloseStores}) {
+			t.Errorf("%s of a running task: %v %v %v, want closed with close-stores", ev, s, fx, err)
+		}
+		_, fx, _ = Step(State{Role: Active, Phase: Restoring}, ev, true)
+		if !slices.Equal(fx, []Effect{StopReading, ResumeInput, CloseStores}) {
+			t.Errorf("%s of a restoring task: %v", ev, fx)
+		}
 	}
 }
 
 func TestLearnerReportsReady(t *testing.T) {
-	s, _, _ := Step(State{}, AssignLearner, true, false)
-	_, fx, err := Step(s, CaughtUp, true, true)
+	s, _, _ := Step(State{}, AssignLearner, true)
+	_, fx, err := Step(s, CaughtUp, true)
 	if err != nil || !slices.Equal(fx, []Effect{ReportReady}) {
 		t.Errorf("%v %v", fx, err)
 	}
-	s, _, _ = Step(State{}, AssignStandby, true, false)
-	if _, fx, _ := Step(s, CaughtUp, true, true); len(fx) != 0 {
+	s, _, _ = Step(State{}, AssignStandby, true)
+	if _, fx, _ := Step(s, CaughtUp, true); len(fx) != 0 {
 		t.Errorf("a standby does not ask for a rebalance: %v", fx)
 	}
 }
 
 func TestStatelessNeverReplicates(t *testing.T) {
-	if _, _, err := Step(State{}, AssignLearner, false, false); err == nil {
+	if _, _, err := Step(State{}, AssignLearner, false); err == nil {
 		t.Error("a stateless task accepted a learner")
 	}
-	s, fx, err := Step(State{}, AssignActive, false, false)
+	s, fx, err := Step(State{}, AssignActive, false)
 	if err != nil || s.Phase != Running || !slices.Equal(fx, []Effect{StartProcessor}) {
 		t.Errorf("%v %v %v", s, fx, err)
 	}
@@ -116,7 +118,7 @@ func TestRandomWalk(t *testing.T) {
 		open, reading, paused, processor := false, false, false, false
 		for range 30 {
 			ev := Event(rng.IntN(7))
-			next, fx, err := Step(s, ev, stateful, rng.IntN(2) == 0)
+			next, fx, err := Step(s, ev, stateful)
 			if err != nil {
 				if next != s {
 					t.Fatalf("run %d: an error changed the state", run)
@@ -148,10 +150,6 @@ func TestRandomWalk(t *testing.T) {
 					paused = false
 				case StartProcessor:
 					processor = true
-				case Commit:
-					if next.Phase != Closed || s.Phase != Running {
-						t.Fatalf("run %d: commit outside a revoke of a running task", run)
-					}
 				}
 			}
 			s = next
@@ -179,23 +177,23 @@ func TestRandomWalk(t *testing.T) {
 // gets another chance to move the task; a learner that stays ready does
 // not ask twice.
 func TestLearnerReadinessLostAndRegained(t *testing.T) {
-	s, _, _ := Step(State{}, AssignLearner, true, false)
-	s, fx, _ := Step(s, CaughtUp, true, true)
+	s, _, _ := Step(State{}, AssignLearner, true)
+	s, fx, _ := Step(s, CaughtUp, true)
 	if !s.Ready || !slices.Equal(fx, []Effect{ReportReady}) {
 		t.Fatalf("caught up: %v %v", s, fx)
 	}
-	if _, fx, _ := Step(s, CaughtUp, true, true); len(fx) != 0 {
+	if _, fx, _ := Step(s, CaughtUp, true); len(fx) != 0 {
 		t.Errorf("a learner already ready must not ask again: %v", fx)
 	}
-	s, fx, err := Step(s, FellBehind, true, false)
+	s, fx, err := Step(s, FellBehind, true)
 	if err != nil || s.Ready || len(fx) != 0 {
 		t.Fatalf("fell behind: %v %v %v", s, fx, err)
 	}
-	s, fx, _ = Step(s, CaughtUp, true, true)
+	s, fx, _ = Step(s, CaughtUp, true)
 	if !s.Ready || !slices.Equal(fx, []Effect{ReportReady}) {
 		t.Errorf("readiness regained must be reported again: %v %v", s, fx)
 	}
-	if s, _, _ = Step(s, AssignStandby, true, false); s.Ready {
+	if s, _, _ = Step(s, AssignStandby, true); s.Ready {
 		t.Errorf("a standby is never ready: %v", s)
 	}
 }
