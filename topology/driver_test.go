@@ -112,6 +112,23 @@ func (d *driver) records(topic string, p int32) []Record {
 	return d.logs[topic][p]
 }
 
+// outputs returns every record of topic as "key=value", by partition.
+func outputs(d *driver, topic string) map[int32][]string {
+	got := map[int32][]string{}
+	for p := range d.parts[topic] {
+		for _, r := range d.records(topic, p) {
+			got[p] = append(got[p], string(r.Key)+"="+string(r.Value))
+		}
+	}
+	return got
+}
+
+// expect adds "key=value" to want, in the partition of key among n.
+func expect(want map[int32][]string, n int32, key, value string) {
+	p := Partition([]byte(key), n)
+	want[p] = append(want[p], key+"="+value)
+}
+
 type driverCtx struct {
 	d         *driver
 	task      string

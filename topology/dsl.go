@@ -323,15 +323,58 @@ func FlatMapValues[K, V, V2 any](s Stream[K, V], fn func(V) []V2) Stream[K, V2] 
 	})
 }
 
-// Foreach calls fn for each pair and passes the pair on unchanged (Kafka
-// Streams' peek). fn runs on the task's goroutine.
+// Foreach calls fn for each pair, on the task's goroutine, then passes
+// the pair on unchanged. Its result may be ignored, ending the stream
+// there (Kafka Streams' foreach), or processed further (Kafka Streams'
+// peek; Peek is the same operation under that name). A nil fn is a
+// mistake Build reports.
 func Foreach[K, V any](s Stream[K, V], fn func(K, V)) Stream[K, V] {
-	return addOp(s, "foreach", func(_ *task, _ string, out fanout[K, V]) kvReceiver[K, V] {
+	return peek(s, "foreach", "Foreach", fn)
+}
+
+// Peek is Foreach under Kafka Streams' name for it: fn is called for
+// each pair, on the task's goroutine, then the pair is passed on
+// unchanged. A nil fn is a mistake Build reports.
+func Peek[K, V any](s Stream[K, V], fn func(K, V)) Stream[K, V] {
+	return peek(s, "peek", "Peek", fn)
+}
+
+func peek[K, V any](s Stream[K, V], op, fnName string, fn func(K, V)) Stream[K, V] {
+	if fn == nil {
+		s.builder().errorf("%s on %s: nil function", fnName, streamLabel(s.node))
+		return Stream[K, V]{b: s.b}
+	}
+	return addOp(s, op, func(_ *task, _ string, out fanout[K, V]) kvReceiver[K, V] {
 		return kvFunc[K, V](func(rec Record, k K, v V) error {
 			fn(k, v)
 			return out.emit(rec, k, v)
 		})
 	})
+}
+
+// streamLabel names the stream of node in errors.
+func streamLabel(node string) string {
+	if node == "" {
+		return "a stream after a mistake"
+	}
+	return "the stream of " + node
+}
+
+// SelectKey replaces each key by fn(key, value) and keeps the value, in
+// order. The key may change, so, as after Map, GroupByKey repartitions
+// and joins ask for Repartition. The stream keeps its value codec, and
+// its key codec if K2 is K (set one with WithCodecs otherwise). A nil fn
+// is a mistake Build reports.
+func SelectKey[K, V, K2 any](s Stream[K, V], fn func(K, V) K2) Stream[K2, V] {
+	if fn == nil {
+		s.builder().errorf("SelectKey on %s: nil function", streamLabel(s.node))
+		return Stream[K2, V]{b: s.b}
+	}
+	out := addOp(s, "selectKey", func(_ *task, _ string, out fanout[K2, V]) kvReceiver[K, V] {
+		return kvFunc[K, V](func(rec Record, k K, v V) error { return out.emit(rec, fn(k, v), v) })
+	})
+	out.keyChanged = true
+	return out
 }
 
 // To sends each pair, encoded with the stream's codecs, to topic. The
@@ -383,8 +426,8 @@ func GroupBy[K, V, K2 any](s Stream[K, V], fn func(K, V) K2, keys Codec[K2], nam
 
 // GroupByKey groups s by its key. It repartitions through
 // RepartitionTopic(appID, name) only if the key may have changed since the
-// source (Map, FlatMap); name must still be given and stable, since a
-// later change to the topology may need the topic.
+// source (Map, FlatMap, SelectKey); name must still be given and stable,
+// since a later change to the topology may need the topic.
 func GroupByKey[K, V any](s Stream[K, V], name string) Grouped[K, V] {
 	if !s.keyChanged {
 		return Grouped[K, V]{s}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -194,6 +195,9 @@ func TestGroupByKeyRepartitions(t *testing.T) {
 			s = FlatMap(s, func(k, v string) []KeyValue[string, string] { return []KeyValue[string, string]{{v, k}} })
 			return MapValues(s, strings.ToUpper)
 		}, true},
+		{"selectKey", func(s Stream[string, string]) Stream[string, string] {
+			return SelectKey(s, func(k, v string) string { return v })
+		}, true},
 		{"table stream", func(s Stream[string, string]) Stream[string, string] {
 			return Reduce(GroupBy(s, func(k, v string) string { return v }, String, "g"), "r",
 				func(a, v string) string { return a + v }).ToStream()
@@ -210,6 +214,103 @@ func TestGroupByKeyRepartitions(t *testing.T) {
 			got := len(last.Sources) == 1 && last.Sources[0] == RepartitionTopic("app", "k")
 			if got != c.want {
 				t.Errorf("repartitioned = %t, want %t:\n%s", got, c.want, topo)
+			}
+		})
+	}
+}
+
+// TestSelectKey: each record keeps its value under the key computed from
+// it, and a count by the new key goes through a repartition topic.
+func TestSelectKey(t *testing.T) {
+	b := NewBuilder("app")
+	views := FromTopic(b, "views", String, String) // user -> page
+	byPage := SelectKey(views, func(user, page string) string { return page + "@" + user[:1] })
+	byPage.To("by-page")
+	Count(GroupByKey(byPage, "by-page"), "views-per-page").ToStream().To("counts")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if subs := topo.Subtopologies(); len(subs) != 2 || !slices.Equal(subs[1].Sources, []string{"app-by-page-repartition"}) {
+		t.Fatalf("want the count after a repartition topic:\n%s", topo)
+	}
+	d := newDriver(t, topo, map[string]int32{"views": 3, "by-page": 2, "counts": 2})
+	want, wantCounts := map[int32][]string{}, map[int32][]string{}
+	n := map[string]int{}
+	for i := range 30 {
+		user, page := []string{"ann", "bob", "ava"}[i%3], "/p"+strconv.Itoa(i%4)
+		d.input("views", Partition([]byte(user), 3), []byte(user), []byte(page))
+		key := page + "@" + user[:1]
+		expect(want, 2, key, page)
+		n[key]++
+		expect(wantCounts, 2, key, strconv.Itoa(n[key]))
+	}
+	if err := d.run(); err != nil {
+		t.Fatal(err)
+	}
+	if got := outputs(d, "by-page"); !reflect.DeepEqual(got, want) {
+		t.Errorf("by-page:\n got %v\nwant %v", got, want)
+	}
+	if got := outputs(d, "counts"); !reflect.DeepEqual(got, wantCounts) {
+		t.Errorf("counts:\n got %v\nwant %v", got, wantCounts)
+	}
+}
+
+// Peek calls its function with each pair, in order, and passes the pairs
+// on unchanged.
+func TestPeek(t *testing.T) {
+	b := NewBuilder("app")
+	var peeked []string
+	Peek(FromTopic(b, "in", String, String), func(k, v string) { peeked = append(peeked, k+"="+v) }).To("out")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDriver(t, topo, map[string]int32{"in": 1, "out": 1})
+	var want []string
+	for i := range 10 {
+		k, v := strconv.Itoa(i%3), strconv.Itoa(i)
+		d.input("in", 0, []byte(k), []byte(v))
+		want = append(want, k+"="+v)
+	}
+	if err := d.run(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(peeked, want) {
+		t.Errorf("Peek saw %v, want %v", peeked, want)
+	}
+	if got := outputs(d, "out")[0]; !slices.Equal(got, want) {
+		t.Errorf("out: %v, want %v", got, want)
+	}
+}
+
+func TestPeekAndSelectKeyMistakes(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		build func(b *Builder)
+		want  string
+	}{
+		{"nil Peek", func(b *Builder) {
+			Peek(FromTopic(b, "in", String, String), nil).To("out")
+		}, `Peek on the stream of fromTopic#1: nil function`},
+		{"nil Foreach", func(b *Builder) {
+			Foreach(FromTopic(b, "in", String, String), nil)
+		}, `Foreach on the stream of fromTopic#1: nil function`},
+		{"nil SelectKey", func(b *Builder) {
+			SelectKey[string, string, string](FromTopic(b, "in", String, String), nil).To("out")
+		}, `SelectKey on the stream of fromTopic#1: nil function`},
+		{"join after SelectKey", func(b *Builder) {
+			users := TableFromTopic(b, "users", "users", String, String)
+			views := SelectKey(FromTopic(b, "views", String, String), func(k, v string) string { return v })
+			JoinTable(views, users, func(k, v, u string) string { return u }).To("out")
+		}, `the stream of selectKey#4 may have a new key (Map, FlatMap, SelectKey): Repartition it first`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := NewBuilder("app")
+			c.build(b)
+			topo, err := b.Build()
+			if topo != nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Build() = %v, %v\nwant an error saying %s", topo, err, c.want)
 			}
 		})
 	}

@@ -223,6 +223,69 @@ func ExampleJoinTable() {
 	// users-per-region: us=2
 }
 
+// Peek sees each record on its way, unchanged.
+func ExamplePeek() {
+	b := topology.NewBuilder("audit")
+	orders := topology.FromTopic(b, "orders", topology.String, topology.String)
+	topology.Peek(orders, func(id, item string) { fmt.Printf("saw %s: %s\n", id, item) }).To("orders-copy")
+	topo, err := b.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	err = runOne(topo, []topology.Record{
+		{Topic: "orders", Key: []byte("o1"), Value: []byte("fig")},
+		{Topic: "orders", Key: []byte("o2"), Value: []byte("kiwi")},
+	}, func(_ topology.Record, out []topology.Record) {
+		for _, r := range out {
+			fmt.Printf("%s: %s=%s\n", r.Topic, r.Key, r.Value)
+		}
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// saw o1: fig
+	// orders-copy: o1=fig
+	// saw o2: kiwi
+	// orders-copy: o2=kiwi
+}
+
+// Page views keyed by user, counted per page: SelectKey makes the page
+// the key, so the count goes through a repartition topic.
+func ExampleSelectKey() {
+	b := topology.NewBuilder("views")
+	views := topology.FromTopic(b, "page-views", topology.String, topology.String)
+	byPage := topology.SelectKey(views, func(user, page string) string { return page })
+	topology.Count(topology.GroupByKey(byPage, "views-by-page"), "views").ToStream().To("views-per-page")
+	topo, err := b.Build()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, s := range topo.Subtopologies() {
+		fmt.Println(s.ID, s.Sources, s.Sinks)
+	}
+	err = runOne(topo, []topology.Record{
+		{Topic: "page-views", Key: []byte("ana"), Value: []byte("/home")},
+		{Topic: "page-views", Key: []byte("bo"), Value: []byte("/home")},
+		{Topic: "page-views", Key: []byte("ana"), Value: []byte("/cart")},
+	}, func(_ topology.Record, out []topology.Record) {
+		for _, r := range out {
+			fmt.Printf("%s: %s=%s\n", r.Topic, r.Key, r.Value)
+		}
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// 0 [page-views] [views-views-by-page-repartition]
+	// 1 [views-views-by-page-repartition] [views-per-page]
+	// views-per-page: /home=1
+	// views-per-page: /home=2
+	// views-per-page: /cart=1
+}
+
 // runOne runs topo as the runtime does with one partition per topic:
 // each record of queue, then each record sent to a topic topo reads, is
 // processed by its task's processor (made on its first record, with

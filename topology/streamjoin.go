@@ -53,7 +53,8 @@ func (w JoinWindows) Grace(d time.Duration) JoinWindows {
 //
 // The two streams are co-partitioned, as for JoinTable: their topics
 // must have the same number of partitions, and a stream whose key may
-// have changed (Map, FlatMap) is repartitioned first (Repartition).
+// have changed (Map, FlatMap, SelectKey) is repartitioned first
+// (Repartition).
 func JoinStreams[K, V1, V2, R any](left Stream[K, V1], right Stream[K, V2], w JoinWindows, name string, fn func(k K, v1 V1, v2 V2) R) Stream[K, R] {
 	b := left.builder()
 	if left.node == "" || right.node == "" {
@@ -72,7 +73,7 @@ func JoinStreams[K, V1, V2, R any](left Stream[K, V1], right Stream[K, V2], w Jo
 	case left.keys == nil || left.values == nil || right.values == nil:
 		return fail("both streams need codecs (set them with WithCodecs)")
 	case left.keyChanged || right.keyChanged:
-		return fail("a stream may have a new key (Map, FlatMap): Repartition it first")
+		return fail("a stream may have a new key (Map, FlatMap, SelectKey): Repartition it first")
 	case b.storeByName[lstore] != nil || b.storeByName[rstore] != nil:
 		return fail("store %q or %q is already used", lstore, rstore)
 	}

@@ -134,7 +134,7 @@ func TestJoinStreamsMistakes(t *testing.T) {
 			a := Map(FromTopic(b, "a", String, String), func(k, v string) (string, string) { return v, k })
 			JoinStreams(a, FromTopic(b, "b", String, String), JoinWithin(time.Second), "j",
 				func(_, x, y string) string { return x + y }).To("out")
-		}, `JoinStreams "j": a stream may have a new key (Map, FlatMap): Repartition it first`},
+		}, `JoinStreams "j": a stream may have a new key (Map, FlatMap, SelectKey): Repartition it first`},
 		{"no codecs", func(b *Builder) {
 			a := MapValues(FromTopic(b, "a", String, String), func(v string) int { return len(v) })
 			JoinStreams(a, FromTopic(b, "b", String, String), JoinWithin(time.Second), "j",

@@ -102,7 +102,7 @@ func (r *tableRun[K, V]) receive(rec Record) error {
 // Repartition writes s to the internal topic RepartitionTopic(appID, name)
 // and reads it back, so that from there on each record is in the
 // partition of its key: what a join needs after the key changed (Map,
-// FlatMap). s must have codecs.
+// FlatMap, SelectKey). s must have codecs.
 func Repartition[K, V any](s Stream[K, V], name string) Stream[K, V] {
 	return repartition(s, name)
 }
@@ -166,10 +166,10 @@ func joinable[K, V any](b *Builder, op string, t Table[K, V]) (lookup[K, V], boo
 // co-partitioned: s and t end up in the same subtopology, and the
 // runtime refuses to start, naming both topics, unless they have the
 // same number of partitions. If s's key may have changed since its source
-// (Map, FlatMap), Repartition it first: Build says so otherwise. Within a
-// task, records of s and updates of t are processed in the order they
-// are fetched, not ordered by timestamp across the two topics as Kafka
-// Streams tries to.
+// (Map, FlatMap, SelectKey), Repartition it first: Build says so
+// otherwise. Within a task, records of s and updates of t are processed
+// in the order they are fetched, not ordered by timestamp across the two
+// topics as Kafka Streams tries to.
 func JoinTable[K, V, VT, R any](s Stream[K, V], t Table[K, VT], fn func(k K, v V, vt VT) R) Stream[K, R] {
 	return joinTable(s, t, "joinTable", func(k K, v V, vt VT, found bool) (R, bool) {
 		if !found {
@@ -196,7 +196,7 @@ func joinTable[K, V, VT, R any](s Stream[K, V], t Table[K, VT], op string, fn fu
 		return Stream[K, R]{b: b}
 	}
 	if s.keyChanged {
-		b.errorf("%s with table %q: the stream of %s may have a new key (Map, FlatMap): Repartition it first", op, t.store, s.node)
+		b.errorf("%s with table %q: the stream of %s may have a new key (Map, FlatMap, SelectKey): Repartition it first", op, t.store, s.node)
 		return Stream[K, R]{b: b}
 	}
 	out := addOp(s, op, func(tk *task, name string, out fanout[K, R]) kvReceiver[K, V] {

@@ -272,7 +272,7 @@ func TestTableMistakes(t *testing.T) {
 			users := TableFromTopic(b, "users", "users", String, String)
 			views := Map(FromTopic(b, "views", String, String), func(k, v string) (string, string) { return v, k })
 			JoinTable(views, users, func(_, a, b string) string { return a + b }).To("out")
-		}, `joinTable with table "users": the stream of map#4 may have a new key (Map, FlatMap): Repartition it first`},
+		}, `joinTable with table "users": the stream of map#4 may have a new key (Map, FlatMap, SelectKey): Repartition it first`},
 		{"join a windowed table", func(b *Builder) {
 			views := FromTopic(b, "views", String, String)
 			win := WindowCount(WindowedBy(GroupByKey(views, "g"), TumblingWindows(time.Minute)), "per-minute")
