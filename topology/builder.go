@@ -67,6 +67,9 @@ type node struct {
 	supplier Supplier
 	// timers is the processor's timer store (AddTimers); "" if none.
 	timers string
+	// split: a Split node, which must have a branch. merge: a Merge node,
+	// named in the errors about cycles it closes.
+	split, merge bool
 }
 
 type storeDef struct {
@@ -319,6 +322,11 @@ func (g *graph) link() {
 			g.children[pn] = append(g.children[pn], n)
 		}
 	}
+	for _, n := range g.nodes {
+		if n.split && len(g.children[n.name]) == 0 {
+			g.errorf("Split of the stream of %s (node %q) has no branches (add them with Branch or Default)", n.parents[0], n.name)
+		}
+	}
 	for _, s := range g.stores {
 		if len(s.processors) == 0 {
 			g.errorf("store %q is not connected to any processor", s.name)
@@ -476,7 +484,7 @@ func (g *graph) split() {
 		slices.Sort(s.stores)
 		for _, t := range s.sinks {
 			if _, ok := s.srcNodes[t]; ok {
-				g.errorf("cycle: topic %q is both written and read by the subtopology of node %q", t, s.srcNodes[t].name)
+				g.errorf("cycle: topic %q is both written and read by the subtopology of node %q%s", t, s.srcNodes[t].name, mergeHint(s))
 			}
 		}
 	}
@@ -520,13 +528,37 @@ func (g *graph) split() {
 	}
 	if len(g.subs) < len(subs) {
 		var topics []string
+		var cyclic []*sub
 		for _, s := range subs {
 			if indeg[s] > 0 {
 				topics = append(topics, s.sources...)
+				cyclic = append(cyclic, s)
 			}
 		}
-		g.errorf("cycle between subtopologies through topics %s", strings.Join(quoteAll(topics), ", "))
+		g.errorf("cycle between subtopologies through topics %s%s", strings.Join(quoteAll(topics), ", "), mergeHint(cyclic...))
 	}
+}
+
+// mergeHint names the Merge nodes of subs, for the error about a cycle
+// through them; "" if there are none.
+func mergeHint(subs ...*sub) string {
+	var merges []string
+	for _, s := range subs {
+		for _, n := range s.nodes {
+			if n.merge {
+				merges = append(merges, n.name)
+			}
+		}
+	}
+	if len(merges) == 0 {
+		return ""
+	}
+	what := "Merge %s puts all its streams"
+	if len(merges) > 1 {
+		what = "Merges %s put all their streams"
+	}
+	return fmt.Sprintf(" ("+what+" in one subtopology: a stream cannot be merged with one computed from it through a topic)",
+		strings.Join(quoteAll(merges), ", "))
 }
 
 func (g *graph) topology() *Topology {

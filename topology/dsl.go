@@ -426,8 +426,9 @@ func GroupBy[K, V, K2 any](s Stream[K, V], fn func(K, V) K2, keys Codec[K2], nam
 
 // GroupByKey groups s by its key. It repartitions through
 // RepartitionTopic(appID, name) only if the key may have changed since the
-// source (Map, FlatMap, SelectKey); name must still be given and stable,
-// since a later change to the topology may need the topic.
+// source (Map, FlatMap, SelectKey; see Merge too); name must still be
+// given and stable, since a later change to the topology may need the
+// topic.
 func GroupByKey[K, V any](s Stream[K, V], name string) Grouped[K, V] {
 	if !s.keyChanged {
 		return Grouped[K, V]{s}

@@ -198,6 +198,20 @@ func TestGroupByKeyRepartitions(t *testing.T) {
 		{"selectKey", func(s Stream[string, string]) Stream[string, string] {
 			return SelectKey(s, func(k, v string) string { return v })
 		}, true},
+		{"peek+split branch", func(s Stream[string, string]) Stream[string, string] {
+			sp := Split(Peek(s, func(k, v string) {}))
+			sp.Branch("empty", func(k, v string) bool { return v == "" })
+			return sp.Default("rest")
+		}, false},
+		{"merge of sources", func(s Stream[string, string]) Stream[string, string] {
+			return Merge(s, FromTopic(s.b, "in2", String, String))
+		}, false},
+		{"merge with a selectKey", func(s Stream[string, string]) Stream[string, string] {
+			return Merge(s, SelectKey(FromTopic(s.b, "in2", String, String), func(k, v string) string { return v }))
+		}, true},
+		{"merge with another key codec", func(s Stream[string, string]) Stream[string, string] {
+			return Merge(s, FromTopic(s.b, "in2", textCodec{}, String)).WithCodecs(String, String)
+		}, true},
 		{"table stream", func(s Stream[string, string]) Stream[string, string] {
 			return Reduce(GroupBy(s, func(k, v string) string { return v }, String, "g"), "r",
 				func(a, v string) string { return a + v }).ToStream()
