@@ -29,9 +29,15 @@
 // The DSL (Stream, Grouped, Table) builds the same kind of graph with typed
 // values between nodes: records are decoded once at a source and encoded
 // once at a sink (To, or the repartition of GroupBy/GroupByKey), with a
-// Codec. GroupBy always repartitions; GroupByKey only if the key may have
-// changed since the source (Map, FlatMap). Aggregations (Count, Aggregate,
-// Reduce) keep one value per encoded key in a store and emit every update.
+// Codec. Stateless operations go record by record: Map, MapValues,
+// SelectKey, Filter, FlatMap, FlatMapValues and Foreach (also named
+// Peek). Split sends each record to the first of its branches whose
+// predicate accepts it, or to its default branch, and Merge makes one
+// stream of several; merged streams share a subtopology, so their topics
+// must be co-partitioned. GroupBy always repartitions; GroupByKey only if
+// the key may have changed since the source (Map, FlatMap, SelectKey, a
+// Merge of such). Aggregations (Count, Aggregate, Reduce) keep one value
+// per encoded key in a store and emit every update.
 //
 // # Time and windows
 //
