@@ -3,6 +3,7 @@ package topology
 import (
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 )
 
@@ -262,6 +263,9 @@ func (s Stream[K, V]) WithCodecs(keys Codec[K], values Codec[V]) Stream[K, V] {
 // Map replaces each pair by fn's. The key may change, so GroupByKey after
 // Map repartitions.
 func Map[K, V, K2, V2 any](s Stream[K, V], fn func(K, V) (K2, V2)) Stream[K2, V2] {
+	if s.builder().nilFunc("Map", s.node, fn) {
+		return Stream[K2, V2]{b: s.b}
+	}
 	out := addOp(s, "map", func(_ *task, _ string, out fanout[K2, V2]) kvReceiver[K, V] {
 		return kvFunc[K, V](func(rec Record, k K, v V) error {
 			k2, v2 := fn(k, v)
@@ -274,6 +278,9 @@ func Map[K, V, K2, V2 any](s Stream[K, V], fn func(K, V) (K2, V2)) Stream[K2, V2
 
 // MapValues replaces each value by fn's; keys are kept.
 func MapValues[K, V, V2 any](s Stream[K, V], fn func(V) V2) Stream[K, V2] {
+	if s.builder().nilFunc("MapValues", s.node, fn) {
+		return Stream[K, V2]{b: s.b}
+	}
 	return addOp(s, "mapValues", func(_ *task, _ string, out fanout[K, V2]) kvReceiver[K, V] {
 		return kvFunc[K, V](func(rec Record, k K, v V) error { return out.emit(rec, k, fn(v)) })
 	})
@@ -281,6 +288,9 @@ func MapValues[K, V, V2 any](s Stream[K, V], fn func(V) V2) Stream[K, V2] {
 
 // Filter keeps the pairs for which keep returns true.
 func Filter[K, V any](s Stream[K, V], keep func(K, V) bool) Stream[K, V] {
+	if s.builder().nilFunc("Filter", s.node, keep) {
+		return Stream[K, V]{b: s.b}
+	}
 	return addOp(s, "filter", func(_ *task, _ string, out fanout[K, V]) kvReceiver[K, V] {
 		return kvFunc[K, V](func(rec Record, k K, v V) error {
 			if !keep(k, v) {
@@ -294,6 +304,9 @@ func Filter[K, V any](s Stream[K, V], keep func(K, V) bool) Stream[K, V] {
 // FlatMap replaces each pair by the pairs fn returns, in order. The key may
 // change, so GroupByKey after FlatMap repartitions.
 func FlatMap[K, V, K2, V2 any](s Stream[K, V], fn func(K, V) []KeyValue[K2, V2]) Stream[K2, V2] {
+	if s.builder().nilFunc("FlatMap", s.node, fn) {
+		return Stream[K2, V2]{b: s.b}
+	}
 	out := addOp(s, "flatMap", func(_ *task, _ string, out fanout[K2, V2]) kvReceiver[K, V] {
 		return kvFunc[K, V](func(rec Record, k K, v V) error {
 			for _, kv := range fn(k, v) {
@@ -311,6 +324,9 @@ func FlatMap[K, V, K2, V2 any](s Stream[K, V], fn func(K, V) []KeyValue[K2, V2])
 // FlatMapValues replaces each pair by one pair per value fn returns, with
 // the same key.
 func FlatMapValues[K, V, V2 any](s Stream[K, V], fn func(V) []V2) Stream[K, V2] {
+	if s.builder().nilFunc("FlatMapValues", s.node, fn) {
+		return Stream[K, V2]{b: s.b}
+	}
 	return addOp(s, "flatMapValues", func(_ *task, _ string, out fanout[K, V2]) kvReceiver[K, V] {
 		return kvFunc[K, V](func(rec Record, k K, v V) error {
 			for _, v2 := range fn(v) {
@@ -340,8 +356,7 @@ func Peek[K, V any](s Stream[K, V], fn func(K, V)) Stream[K, V] {
 }
 
 func peek[K, V any](s Stream[K, V], op, fnName string, fn func(K, V)) Stream[K, V] {
-	if fn == nil {
-		s.builder().errorf("%s on %s: nil function", fnName, streamLabel(s.node))
+	if s.builder().nilFunc(fnName, s.node, fn) {
 		return Stream[K, V]{b: s.b}
 	}
 	return addOp(s, op, func(_ *task, _ string, out fanout[K, V]) kvReceiver[K, V] {
@@ -350,6 +365,19 @@ func peek[K, V any](s Stream[K, V], op, fnName string, fn func(K, V)) Stream[K, 
 			return out.emit(rec, k, v)
 		})
 	})
+}
+
+// nilFunc records a mistake of op on the stream of node when one of fns
+// is a nil function, and reports whether it did: a nil function would
+// otherwise panic at the first record.
+func (b *Builder) nilFunc(op, node string, fns ...any) bool {
+	for _, fn := range fns {
+		if fn == nil || reflect.ValueOf(fn).IsNil() {
+			b.errorf("%s on %s: nil function", op, streamLabel(node))
+			return true
+		}
+	}
+	return false
 }
 
 // streamLabel names the stream of node in errors.
@@ -366,8 +394,7 @@ func streamLabel(node string) string {
 // its key codec if K2 is K (set one with WithCodecs otherwise). A nil fn
 // is a mistake Build reports.
 func SelectKey[K, V, K2 any](s Stream[K, V], fn func(K, V) K2) Stream[K2, V] {
-	if fn == nil {
-		s.builder().errorf("SelectKey on %s: nil function", streamLabel(s.node))
+	if s.builder().nilFunc("SelectKey", s.node, fn) {
 		return Stream[K2, V]{b: s.b}
 	}
 	out := addOp(s, "selectKey", func(_ *task, _ string, out fanout[K2, V]) kvReceiver[K, V] {
@@ -417,6 +444,9 @@ func addEncodingSink[K, V any](s Stream[K, V], name, topic string) {
 // name must be stable across deployments, since it names a topic. s must
 // have a value codec.
 func GroupBy[K, V, K2 any](s Stream[K, V], fn func(K, V) K2, keys Codec[K2], name string) Grouped[K2, V] {
+	if s.builder().nilFunc("GroupBy", s.node, fn) {
+		return Grouped[K2, V]{Stream[K2, V]{b: s.b}}
+	}
 	rekeyed := addOp(s, "groupBy", func(_ *task, _ string, out fanout[K2, V]) kvReceiver[K, V] {
 		return kvFunc[K, V](func(rec Record, k K, v V) error { return out.emit(rec, fn(k, v), v) })
 	})
@@ -462,6 +492,9 @@ func Count[K, V any](g Grouped[K, V], storeName string) Table[K, int64] {
 // Aggregate folds the records of each key with fn, starting from init(),
 // keeping each key's aggregate in store storeName encoded with codec.
 func Aggregate[K, V, A any](g Grouped[K, V], storeName string, init func() A, fn func(K, V, A) A, codec Codec[A]) Table[K, A] {
+	if b := g.s.builder(); b.nilFunc("Aggregate into store "+strconv.Quote(storeName), g.s.node, init, fn) {
+		return brokenTable[K, A](b, storeName)
+	}
 	return aggregate(g, storeName, "aggregate", codec, func(k K, v V, agg A, found bool) A {
 		if !found {
 			agg = init()
@@ -473,6 +506,9 @@ func Aggregate[K, V, A any](g Grouped[K, V], storeName string, init func() A, fn
 // Reduce combines the values of each key with fn (the first value is kept
 // as is), in store storeName encoded with the stream's value codec.
 func Reduce[K, V any](g Grouped[K, V], storeName string, fn func(agg, v V) V) Table[K, V] {
+	if b := g.s.builder(); b.nilFunc("Reduce into store "+strconv.Quote(storeName), g.s.node, fn) {
+		return brokenTable[K, V](b, storeName)
+	}
 	return aggregate(g, storeName, "reduce", g.s.values, func(_ K, v V, agg V, found bool) V {
 		if !found {
 			return v

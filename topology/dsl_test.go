@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 type order struct {
@@ -508,4 +509,69 @@ func FuzzTopologyWordCountLine(f *testing.F) {
 			t.Fatalf("%d counts for %d words", got, want)
 		}
 	})
+}
+
+// TestNilFunctions: every operation given a nil function fails Build with
+// an error naming the operation, instead of panicking at the first record.
+func TestNilFunctions(t *testing.T) {
+	in := func(b *Builder) Stream[string, string] { return FromTopic(b, "in", String, String) }
+	grouped := func(b *Builder) Grouped[string, string] { return GroupByKey(in(b), "g") }
+	table := func(b *Builder) Table[string, string] { return TableFromTopic(b, "t", "t", String, String) }
+	byTable := func(b *Builder) GroupedTable[string, string] {
+		return GroupTableBy(table(b), func(k, v string) (string, string) { return v, k }, String, String, "r")
+	}
+	windowed := func(b *Builder) TimeWindowed[string, string] {
+		return WindowedBy(grouped(b), TumblingWindows(time.Minute))
+	}
+	init := func() string { return "" }
+	for _, c := range []struct {
+		want  string
+		build func(b *Builder)
+	}{
+		{"Map on", func(b *Builder) { Map[string, string, string, string](in(b), nil).To("out") }},
+		{"MapValues on", func(b *Builder) { MapValues[string, string, string](in(b), nil).To("out") }},
+		{"Filter on", func(b *Builder) { Filter(in(b), nil).To("out") }},
+		{"FlatMap on", func(b *Builder) { FlatMap[string, string, string, string](in(b), nil).To("out") }},
+		{"FlatMapValues on", func(b *Builder) { FlatMapValues[string, string, string](in(b), nil).To("out") }},
+		{"GroupBy on", func(b *Builder) { Count(GroupBy[string, string, string](in(b), nil, String, "g"), "c") }},
+		{`Aggregate into store "a" on`, func(b *Builder) { Aggregate(grouped(b), "a", init, nil, String) }},
+		{`Aggregate into store "a" on`, func(b *Builder) {
+			Aggregate(grouped(b), "a", nil, func(k, v, a string) string { return a }, String)
+		}},
+		{`Reduce into store "r" on`, func(b *Builder) { Reduce(grouped(b), "r", nil) }},
+		{"JoinTable on", func(b *Builder) { JoinTable[string, string, string, string](in(b), table(b), nil).To("out") }},
+		{"LeftJoinTable on", func(b *Builder) {
+			LeftJoinTable[string, string, string, string](in(b), table(b), nil).To("out")
+		}},
+		{"JoinTables on", func(b *Builder) {
+			JoinTables[string, string, string, string](table(b), TableFromTopic(b, "u", "u", String, String), nil, String)
+		}},
+		{"LeftJoinTables on", func(b *Builder) {
+			LeftJoinTables[string, string, string, string](table(b), TableFromTopic(b, "u", "u", String, String), nil, String)
+		}},
+		{"GroupTableBy on", func(b *Builder) {
+			TableReduce(GroupTableBy[string, string, string, string](table(b), nil, String, String, "r"), "s",
+				func(a, v string) string { return a }, func(a, v string) string { return a })
+		}},
+		{`TableAggregate into store "s" on`, func(b *Builder) {
+			TableAggregate(byTable(b), "s", init, nil, func(k, v, a string) string { return a }, String)
+		}},
+		{`TableReduce into store "s" on`, func(b *Builder) {
+			TableReduce(byTable(b), "s", func(a, v string) string { return a }, nil)
+		}},
+		{`WindowAggregate into store "w" on`, func(b *Builder) { WindowAggregate(windowed(b), "w", init, nil, String) }},
+		{`WindowReduce into store "w" on`, func(b *Builder) { WindowReduce(windowed(b), "w", nil) }},
+		{`JoinStreams "j" on`, func(b *Builder) {
+			JoinStreams[string, string, string, string](in(b), FromTopic(b, "in2", String, String),
+				JoinWithin(time.Minute), "j", nil).To("out")
+		}},
+	} {
+		b := NewBuilder("app")
+		c.build(b)
+		topo, err := b.Build()
+		if topo != nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) ||
+			!strings.Contains(err.Error(), "nil function") {
+			t.Errorf("Build() = %v, %v\nwant an error saying %s ...: nil function", topo, err, c.want)
+		}
+	}
 }

@@ -57,7 +57,7 @@ func (w JoinWindows) Grace(d time.Duration) JoinWindows {
 // (Repartition).
 func JoinStreams[K, V1, V2, R any](left Stream[K, V1], right Stream[K, V2], w JoinWindows, name string, fn func(k K, v1 V1, v2 V2) R) Stream[K, R] {
 	b := left.builder()
-	if left.node == "" || right.node == "" {
+	if left.node == "" || right.node == "" || b.nilFunc(fmt.Sprintf("JoinStreams %q", name), left.node, fn) {
 		return Stream[K, R]{b: b}
 	}
 	lstore, rstore := name+"-left", name+"-right"

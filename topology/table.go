@@ -2,6 +2,7 @@ package topology
 
 import (
 	"fmt"
+	"strconv"
 )
 
 // TableFromTopic returns the table of topic: for each key, the value of
@@ -171,6 +172,9 @@ func joinable[K, V any](b *Builder, op string, t Table[K, V]) (lookup[K, V], boo
 // in the order they are fetched, not ordered by timestamp across the two
 // topics as Kafka Streams tries to.
 func JoinTable[K, V, VT, R any](s Stream[K, V], t Table[K, VT], fn func(k K, v V, vt VT) R) Stream[K, R] {
+	if s.builder().nilFunc("JoinTable", s.node, fn) {
+		return Stream[K, R]{b: s.b}
+	}
 	return joinTable(s, t, "joinTable", func(k K, v V, vt VT, found bool) (R, bool) {
 		if !found {
 			var zero R
@@ -183,6 +187,9 @@ func JoinTable[K, V, VT, R any](s Stream[K, V], t Table[K, VT], fn func(k K, v V
 // LeftJoinTable is JoinTable keeping every record of s: fn gets found =
 // false and a zero vt when the key is not in t.
 func LeftJoinTable[K, V, VT, R any](s Stream[K, V], t Table[K, VT], fn func(k K, v V, vt VT, found bool) R) Stream[K, R] {
+	if s.builder().nilFunc("LeftJoinTable", s.node, fn) {
+		return Stream[K, R]{b: s.b}
+	}
 	return joinTable(s, t, "leftJoinTable", func(k K, v V, vt VT, found bool) (R, bool) { return fn(k, v, vt, found), true })
 }
 
@@ -224,6 +231,9 @@ func joinTable[K, V, VT, R any](s Stream[K, V], t Table[K, VT], op string, fn fu
 // sent on (ToStream) or written to a topic (ToTopic). Both tables must be
 // materialized and co-partitioned, as for JoinTable.
 func JoinTables[K, V1, V2, R any](left Table[K, V1], right Table[K, V2], fn func(k K, v1 V1, v2 V2) R, codec Codec[R]) Table[K, R] {
+	if left.b != nil && left.b.nilFunc("JoinTables", left.changes, fn) {
+		return brokenTable[K, R](left.b, "")
+	}
 	return joinTables(left, right, "joinTables", codec, func(k K, v1 V1, v2 V2, found bool) (R, bool) {
 		if !found {
 			var zero R
@@ -236,6 +246,9 @@ func JoinTables[K, V1, V2, R any](left Table[K, V1], right Table[K, V2], fn func
 // LeftJoinTables is JoinTables keeping every key of left: fn gets found
 // = false and a zero v2 while the key is not in right.
 func LeftJoinTables[K, V1, V2, R any](left Table[K, V1], right Table[K, V2], fn func(k K, v1 V1, v2 V2, found bool) R, codec Codec[R]) Table[K, R] {
+	if left.b != nil && left.b.nilFunc("LeftJoinTables", left.changes, fn) {
+		return brokenTable[K, R](left.b, "")
+	}
 	return joinTables(left, right, "leftJoinTables", codec, func(k K, v1 V1, v2 V2, found bool) (R, bool) { return fn(k, v1, v2, found), true })
 }
 
@@ -370,7 +383,7 @@ func GroupTableBy[K, V, K2, V2 any](t Table[K, V], fn func(K, V) (K2, V2), keys 
 	if b == nil {
 		panic("topology: use of a zero Table")
 	}
-	if t.changes == "" {
+	if t.changes == "" || b.nilFunc("GroupTableBy", t.changes, fn) {
 		return GroupedTable[K2, V2]{Grouped[K2, tableOp[V2]]{Stream[K2, tableOp[V2]]{b: b}}}
 	}
 	if keys == nil || values == nil {
@@ -402,6 +415,9 @@ func GroupTableBy[K, V, K2, V2 any](t Table[K, V], fn func(K, V) (K2, V2), keys 
 // leaves (or before its value changes). The result is a table of the
 // aggregates; a group whose rows all left keeps its aggregate.
 func TableAggregate[K, V, A any](g GroupedTable[K, V], storeName string, init func() A, add, subtract func(K, V, A) A, codec Codec[A]) Table[K, A] {
+	if b := g.g.s.builder(); b.nilFunc("TableAggregate into store "+strconv.Quote(storeName), g.g.s.node, init, add, subtract) {
+		return brokenTable[K, A](b, storeName)
+	}
 	return aggregate(g.g, storeName, "tableAggregate", codec, func(k K, o tableOp[V], agg A, found bool) A {
 		if !found {
 			agg = init()
@@ -424,6 +440,9 @@ func TableCount[K, V any](g GroupedTable[K, V], storeName string) Table[K, int64
 // row's value out with subtract, in store storeName encoded with the
 // GroupTableBy values codec. A group's first value is its aggregate as is.
 func TableReduce[K, V any](g GroupedTable[K, V], storeName string, add, subtract func(agg, v V) V) Table[K, V] {
+	if b := g.g.s.builder(); b.nilFunc("TableReduce into store "+strconv.Quote(storeName), g.g.s.node, add, subtract) {
+		return brokenTable[K, V](b, storeName)
+	}
 	var values Codec[V]
 	if c, ok := g.g.s.values.(opCodec[V]); ok {
 		values = c.values

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -190,6 +191,9 @@ func WindowCount[K, V any](tw TimeWindowed[K, V], storeName string) Table[Window
 // WindowAggregate folds the records of each key in each window with fn,
 // starting from init(), in store storeName, encoded with codec.
 func WindowAggregate[K, V, A any](tw TimeWindowed[K, V], storeName string, init func() A, fn func(K, V, A) A, codec Codec[A]) Table[Windowed[K], A] {
+	if b := tw.g.s.builder(); b.nilFunc("WindowAggregate into store "+strconv.Quote(storeName), tw.g.s.node, init, fn) {
+		return brokenTable[Windowed[K], A](b, storeName)
+	}
 	return windowAggregate(tw, storeName, "windowAggregate", codec, func(k K, v V, agg A, found bool) A {
 		if !found {
 			agg = init()
@@ -202,6 +206,9 @@ func WindowAggregate[K, V, A any](tw TimeWindowed[K, V], storeName string, init 
 // (a window's first value is kept as is), in store storeName encoded with
 // the stream's value codec.
 func WindowReduce[K, V any](tw TimeWindowed[K, V], storeName string, fn func(agg, v V) V) Table[Windowed[K], V] {
+	if b := tw.g.s.builder(); b.nilFunc("WindowReduce into store "+strconv.Quote(storeName), tw.g.s.node, fn) {
+		return brokenTable[Windowed[K], V](b, storeName)
+	}
 	return windowAggregate(tw, storeName, "windowReduce", tw.g.s.values, func(_ K, v V, agg V, found bool) V {
 		if !found {
 			return v
