@@ -414,3 +414,32 @@ func TestAnalyzeMoveBehindBacklog(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessFigures: the sampler's longest gap in the event's window,
+// and the collector's share of the CPU time over it.
+func TestProcessFigures(t *testing.T) {
+	ms := time.Millisecond
+	var rs []RuntimeSample
+	cpu, gc := 0.0, 0.0
+	for at := time.Duration(0); at <= 3000*ms; at += 50 * ms {
+		if at > 1000*ms && at < 1300*ms {
+			continue // the sampler stalled from 1.0s to 1.3s
+		}
+		if at > 1000*ms && at <= 2000*ms {
+			cpu, gc = cpu+0.1, gc+0.025 // a quarter of the CPU in the event
+		} else {
+			cpu, gc = cpu+0.1, gc+0.001
+		}
+		rs = append(rs, RuntimeSample{At: at, CPU: cpu, GCCPU: gc})
+	}
+	gap, share := processFigures(rs, Window{Start: 1000 * ms, End: 2000 * ms})
+	if gap != 300*ms {
+		t.Errorf("sampler gap %v, want 300ms", gap)
+	}
+	if share < 0.249 || share > 0.251 {
+		t.Errorf("GC share %.3f, want 0.25", share)
+	}
+	if gap, share := processFigures(nil, Window{Start: 1000 * ms, End: 2000 * ms}); gap != 0 || share != 0 {
+		t.Errorf("no samples: %v %v, want 0 0", gap, share)
+	}
+}

@@ -61,6 +61,13 @@ type EventFigures struct {
 	UnmovedPause  float64       `json:"unmoved_pause_ratio"`
 	UnmovedGap    time.Duration `json:"unmoved_gap_ns"`
 	UnmovedNormal time.Duration `json:"unmoved_normal_gap_ns"`
+	// SamplerGap is the longest time between two samples of the
+	// recorder during the event: a task's gap no longer than it may be
+	// the sampler's (the process stalled), not the task's. GCShare is the
+	// part of the process's CPU time the garbage collector took during
+	// the event (runtime/metrics' estimates).
+	SamplerGap time.Duration `json:"sampler_gap_ns"`
+	GCShare    float64       `json:"gc_share"`
 	// HandoverMax and HandoverMedian are over moved tasks.
 	HandoverMax    time.Duration `json:"handover_max_ns"`
 	HandoverMedian time.Duration `json:"handover_median_ns"`
@@ -104,6 +111,7 @@ func Analyze(rec Recording, w Window, stateful func(task string) bool) EventFigu
 	if w.Balanced > 0 {
 		ef.TimeToBalance = w.Balanced - w.Start
 	}
+	ef.SamplerGap, ef.GCShare = processFigures(rec.Runtime, w)
 	byTask := map[string][]Progress{}
 	for _, p := range rec.Progress {
 		if p.At <= w.End {
@@ -230,6 +238,30 @@ func normalGap(ps []Progress, from, to time.Duration) time.Duration {
 // eventGap is the longest time between consecutive progress samples that
 // overlaps [from, to]; a task that made no progress since its last sample
 // counts as stalled up to to.
+// processFigures is the sampler's longest gap during w and the garbage
+// collector's share of the process's CPU time from the last sample before
+// w to the last one in it.
+func processFigures(rs []RuntimeSample, w Window) (time.Duration, float64) {
+	var at []Progress
+	first, last := -1, -1
+	for i, r := range rs {
+		at = append(at, Progress{At: r.At})
+		if r.At <= w.Start {
+			first = i
+		}
+		if r.At <= w.End {
+			last = i
+		}
+	}
+	share := 0.0
+	if first >= 0 && last > first {
+		if cpu := rs[last].CPU - rs[first].CPU; cpu > 0 {
+			share = (rs[last].GCCPU - rs[first].GCCPU) / cpu
+		}
+	}
+	return eventGap(at, w.Start, w.End), share
+}
+
 func eventGap(ps []Progress, from, to time.Duration) time.Duration {
 	var longest time.Duration
 	prev := time.Duration(-1)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"time"
@@ -25,7 +26,11 @@ type Recording struct {
 	Start    time.Time     `json:"start"`
 	Interval time.Duration `json:"sample_interval_ns"`
 	Progress []Progress    `json:"-"`
-	Events   []baton.Event `json:"-"`
+	// Runtime is the process at each sample: what separates a stall of
+	// the tasks from one of the process (the sampler late, the
+	// collector's share of the CPU).
+	Runtime []RuntimeSample `json:"-"`
+	Events  []baton.Event   `json:"-"`
 }
 
 // Recorder samples the Status of the instances it watches and collects
@@ -35,12 +40,13 @@ type Recorder struct {
 	start    time.Time
 	interval time.Duration
 
-	mu     sync.Mutex // guards the fields below
-	events []baton.Event
-	insts  []watched
-	last   map[[2]string]int64 // (instance, task) -> processed at the last sample
-	prog   []Progress
-	totals map[string]int64 // by task id prefix "<subtopology>_"
+	mu      sync.Mutex // guards the fields below
+	runtime []RuntimeSample
+	events  []baton.Event
+	insts   []watched
+	last    map[[2]string]int64 // (instance, task) -> processed at the last sample
+	prog    []Progress
+	totals  map[string]int64 // by task id prefix "<subtopology>_"
 }
 
 // watched is an instance a Recorder samples.
@@ -74,9 +80,29 @@ func (r *Recorder) Run(ctx context.Context) {
 	_ = tick.Every(ctx, r.interval, func() error { r.Sample(); return nil })
 }
 
+// RuntimeSample is the process's CPU time, all of it and the garbage
+// collector's (runtime/metrics: estimates, comparable with each other
+// only), as a sample began.
+type RuntimeSample struct {
+	At         time.Duration
+	CPU, GCCPU float64 // seconds
+}
+
+var runtimeMetrics = []string{"/cpu/classes/total:cpu-seconds", "/cpu/classes/gc/total:cpu-seconds"}
+
 // Sample takes one sample now.
 func (r *Recorder) Sample() {
+	ms := make([]metrics.Sample, len(runtimeMetrics))
+	for i, name := range runtimeMetrics {
+		ms[i].Name = name
+	}
+	metrics.Read(ms)
+	rs := RuntimeSample{At: time.Since(r.start)}
+	if ms[0].Value.Kind() == metrics.KindFloat64 && ms[1].Value.Kind() == metrics.KindFloat64 {
+		rs.CPU, rs.GCCPU = ms[0].Value.Float64(), ms[1].Value.Float64()
+	}
 	r.mu.Lock()
+	r.runtime = append(r.runtime, rs)
 	insts := append([]watched(nil), r.insts...)
 	r.mu.Unlock()
 	for _, in := range insts {
@@ -132,7 +158,7 @@ func (r *Recorder) progressedSince(t time.Duration, tasks []string) bool {
 func (r *Recorder) Snapshot() Recording {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return Recording{Start: r.start, Interval: r.interval,
+	return Recording{Start: r.start, Interval: r.interval, Runtime: append([]RuntimeSample(nil), r.runtime...),
 		Progress: append([]Progress(nil), r.prog...), Events: append([]baton.Event(nil), r.events...)}
 }
 
