@@ -13,6 +13,7 @@ import (
 	"github.com/baton-streams/baton/autoscale"
 	"github.com/baton-streams/baton/internal/engine"
 	"github.com/baton-streams/baton/internal/errs"
+	"github.com/baton-streams/baton/internal/govern"
 	"github.com/baton-streams/baton/state"
 )
 
@@ -53,6 +54,7 @@ func defaults() config {
 		Autoscale:      autoscale.DefaultConfig(),
 		InputEvery:     DefaultInputLagInterval,
 		BlockCache:     DefaultBlockCache,
+		RestorePolicy:  govern.Policy{Share: DefaultRestoreShare, Window: govern.DefaultPolicy.Window},
 	}
 }
 
@@ -275,6 +277,23 @@ func WithRepartitionPurgeInterval(d time.Duration) Option {
 // of its input partitions to measure input lag and input rates.
 const DefaultInputLagInterval = 3 * time.Second
 
+// DefaultRestoreShare is WithRestoreShare's default.
+const DefaultRestoreShare = 0.5
+
+// WithRestoreShare sets the part of the time, in (0, 1], that standbys
+// and learners may spend writing what they restore while active tasks
+// in this process have records to process: after each restored chunk
+// they wait long enough to leave the rest to the actives (every App of
+// the process counts, since they share its cores). With actives idle for
+// a second, restores run at full speed; a restoring active task is never
+// held back. A learner's restore thus takes at most about 1/share times
+// as long as on an idle group. 1 never yields. Default
+// DefaultRestoreShare; the time yielded is
+// baton_restore_yielded_seconds_total.
+func WithRestoreShare(share float64) Option {
+	return func(c *config) { c.RestorePolicy.Share = share }
+}
+
 // WithAutoscale sets the rule by which the group's leader recommends how
 // many instances the group should run (baton_desired_instances, the
 // autoscale field of Status; see docs/autoscaling.md). Default:
@@ -296,6 +315,8 @@ func validate(c *config) error {
 		return bad("block cache", "want a size of 0 bytes or more, got %d", c.BlockCache)
 	case c.Autoscale.Validate() != nil:
 		return fmt.Errorf("%w: autoscale: %w", ErrConfig, c.Autoscale.Validate())
+	case !(c.RestorePolicy.Share > 0 && c.RestorePolicy.Share <= 1):
+		return bad("restore share", "want more than 0 and at most 1, got %v", c.RestorePolicy.Share)
 	case c.InputEvery <= 0:
 		return bad("input lag interval", "must be > 0, got %v", c.InputEvery)
 	case c.AppID == "":

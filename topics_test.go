@@ -3,6 +3,7 @@ package baton
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -271,6 +272,9 @@ func TestTopicOptionValidation(t *testing.T) {
 		{"min insync above replication", []Option{WithReplicationFactor(2), WithMinInSyncReplicas(3)}, "min in-sync replicas: must not exceed the replication factor (2), got 3"},
 		{"negative purge interval", []Option{WithRepartitionPurgeInterval(-time.Second)}, "repartition purge interval"},
 		{"negative block cache", []Option{WithBlockCache(-1)}, "block cache: want a size of 0 bytes or more, got -1"},
+		{"zero restore share", []Option{WithRestoreShare(0)}, "restore share: want more than 0 and at most 1, got 0"},
+		{"restore share above 1", []Option{WithRestoreShare(1.5)}, "restore share: want more than 0 and at most 1, got 1.5"},
+		{"NaN restore share", []Option{WithRestoreShare(math.NaN())}, "restore share: want more than 0 and at most 1, got NaN"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := New(top, append([]Option{WithBrokers("127.0.0.1:1"), WithMemoryState()}, c.opts...)...)

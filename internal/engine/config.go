@@ -10,6 +10,7 @@ import (
 
 	"github.com/baton-streams/baton/assign"
 	"github.com/baton-streams/baton/autoscale"
+	"github.com/baton-streams/baton/internal/govern"
 	"github.com/baton-streams/baton/internal/work"
 	"github.com/baton-streams/baton/state"
 )
@@ -49,7 +50,10 @@ type Config struct {
 	OptErr         error              // an option that could not be applied
 	BadRecords     BadRecords
 	ExactlyOnce    bool // baton.ExactlyOnce; otherwise at-least-once
-	TxnTimeout     time.Duration
+	// RestorePolicy paces warm copies' restores while active tasks are
+	// busy (baton.WithRestoreShare).
+	RestorePolicy govern.Policy
+	TxnTimeout    time.Duration
 	// AbortTimeout bounds an exactly-once abort (30 s): one not done by
 	// then is settled by joining again with a new client.
 	AbortTimeout time.Duration

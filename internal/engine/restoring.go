@@ -10,11 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/instance"
+	"github.com/baton-streams/baton/internal/govern"
 	"github.com/baton-streams/baton/internal/restore"
 	"github.com/baton-streams/baton/internal/taskstore"
 	"github.com/baton-streams/baton/internal/topics"
@@ -75,7 +77,7 @@ func (s *shell) stopRestore(t *work.Task) {
 // and the loop takes no other chunk until that write is done (applied).
 func (s *shell) restored(c restore.Chunk) {
 	a := s.a
-	job := &applyJob{done: make(chan struct{})}
+	job := &applyJob{done: make(chan struct{}), started: time.Now(), warm: true}
 	var rebuilt []instance.Progress
 	for _, p := range c {
 		ref, ok := a.byChangelog[p.TP.Topic]
@@ -103,6 +105,7 @@ func (s *shell) restored(c restore.Chunk) {
 			recs, end = s.upToLimit(t, st, p)
 		}
 		job.parts = append(job.parts, applyPart{t: t, st: st, session: st.Session, from: st.Checkpoint, recs: recs, end: end})
+		job.warm = job.warm && s.core.Role(id).Role != lifecycle.Active
 	}
 	for _, p := range rebuilt {
 		s.step(p)
@@ -134,6 +137,10 @@ type applyJob struct {
 	err     error
 	done    chan struct{} // closed once every write is done
 	settled bool          // the loop took the new checkpoints in (settle)
+	// started is when the loop handed the job over; warm says every part
+	// is a standby's or a learner's (govern paces those).
+	started time.Time
+	warm    bool
 }
 
 type applyPart struct {
@@ -227,6 +234,12 @@ func (s *shell) applied(j *applyJob) {
 		return
 	}
 	s.settle(j)
+	if j.warm {
+		if d := s.a.cfg.RestorePolicy.Pause(govern.Process, time.Now(), time.Since(j.started)); d > 0 {
+			s.paced = time.After(d)
+			s.a.metrics.RestoreYielded.Add(d.Seconds())
+		}
+	}
 	var progress []instance.Progress
 	for _, p := range j.parts {
 		if t := s.a.tasks[p.t.ID]; t != p.t || !t.Reading || p.st.Session != p.session {
@@ -237,6 +250,17 @@ func (s *shell) applied(j *applyJob) {
 	for _, p := range progress {
 		s.step(p)
 	}
+}
+
+// activeRestoring reports whether an active task here reads its
+// changelogs: it waits for its restore, which must not be paced.
+func (s *shell) activeRestoring() bool {
+	for id, t := range s.a.tasks {
+		if t.Reading && s.core.Role(id).Role == lifecycle.Active {
+			return true
+		}
+	}
+	return false
 }
 
 // upToLimit returns the records of p that a store whose changelog is an

@@ -14,6 +14,7 @@ import (
 
 	"github.com/baton-streams/baton/instance"
 	"github.com/baton-streams/baton/internal/commit"
+	"github.com/baton-streams/baton/internal/govern"
 	"github.com/baton-streams/baton/internal/restore"
 	"github.com/baton-streams/baton/internal/taskstore"
 	"github.com/baton-streams/baton/internal/work"
@@ -77,6 +78,10 @@ type shell struct {
 	sessions uint64
 	// applying is the restored chunk being written off the loop, if any.
 	applying *applyJob
+	// paced, while set, holds back the next restored chunk: the warm
+	// copies' restores yield to busy active tasks (govern). Closed
+	// (fires) when the pause is over.
+	paced <-chan time.Time
 	// writing are the commits' store writes under way, oldest first;
 	// writeTail is done of the last store write started off the loop
 	// (a commit's or a restored chunk's), which the next one waits for.
@@ -230,6 +235,13 @@ func (s *shell) next(w *wakeups) func() {
 	if s.applying != nil {
 		restores = nil
 	}
+	paced := s.paced
+	if paced != nil && s.activeRestoring() {
+		s.paced, paced = nil, nil // an active task waits for its restore: no pause
+	}
+	if paced != nil {
+		restores = nil
+	}
 	select {
 	case <-more:
 		return func() {
@@ -257,6 +269,8 @@ func (s *shell) next(w *wakeups) func() {
 		return func() { s.polled(f) }
 	case c := <-restores:
 		return func() { s.restored(c) }
+	case <-paced:
+		return func() { s.paced = nil }
 	case j := <-a.ch.applied:
 		return func() { s.applied(j) }
 	case o := <-a.ch.opened:
@@ -448,6 +462,12 @@ func (s *shell) dispatch() {
 	deadline := now.Add(turnBudget)
 	byTask := map[string]*work.Batch{}
 	held := map[string][]*kgo.Record{} // records waiting for their task's tables
+	busy := false
+	defer func() {
+		if busy {
+			govern.Process.Busy(now)
+		}
+	}()
 	for id, recs := range a.backlog {
 		st := s.core.Role(id)
 		if st.Role != lifecycle.Active {
@@ -466,6 +486,7 @@ func (s *shell) dispatch() {
 			continue
 		}
 		delete(a.backlog, id)
+		busy = true
 		wg.Add(1)
 		b := &work.Batch{Task: t, Recs: run, Deadline: deadline, Done: &wg, Err: &failed}
 		byTask[id] = b

@@ -11,9 +11,12 @@ import (
 // Set is the App's metrics. With no registerer they are still kept,
 // unregistered, so code never checks.
 type Set struct {
-	Processed      *prometheus.CounterVec
-	Late           *prometheus.CounterVec
-	Restored       *prometheus.CounterVec
+	Processed *prometheus.CounterVec
+	Late      *prometheus.CounterVec
+	Restored  *prometheus.CounterVec
+	// RestoreYielded is the time warm copies' restores waited for busy
+	// active tasks (internal/govern).
+	RestoreYielded prometheus.Counter
 	Lag            *prometheus.GaugeVec
 	Rebalances     prometheus.Counter
 	MemberRestarts prometheus.Counter
@@ -51,6 +54,8 @@ func New(r prometheus.Registerer, appID, instance string) *Set {
 			Help: "Input records processed, by task.", ConstLabels: labels}, []string{"task"}),
 		Restored: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_records_restored_total",
 			Help: "Changelog records restored into local state, by task.", ConstLabels: labels}, []string{"task"}),
+		RestoreYielded: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_restore_yielded_seconds_total",
+			Help: "Time the restores of standbys and learners waited for busy active tasks.", ConstLabels: labels}),
 		Lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_task_lag_records",
 			Help: "Records the task's local state is behind its changelog, by task and role.", ConstLabels: labels}, []string{"task", "role"}),
 		Rebalances: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_rebalances_total",
@@ -101,7 +106,7 @@ func New(r prometheus.Registerer, appID, instance string) *Set {
 			Help: "Records per second arriving on all the group's input partitions over the last 30s. Only the leader has this series.", ConstLabels: labels}, nil),
 	}
 	if r != nil {
-		for _, c := range []prometheus.Collector{m.Processed, m.Late, m.Restored, m.Lag, m.Rebalances, m.Replayed, m.CommitSeconds, m.Handover, m.BadRecords, m.Learners, m.Generation, m.Rebalance, m.LoopTurn, m.Transactions, m.CommitsGivenUp, m.MemberRestarts,
+		for _, c := range []prometheus.Collector{m.Processed, m.Late, m.Restored, m.RestoreYielded, m.Lag, m.Rebalances, m.Replayed, m.CommitSeconds, m.Handover, m.BadRecords, m.Learners, m.Generation, m.Rebalance, m.LoopTurn, m.Transactions, m.CommitsGivenUp, m.MemberRestarts,
 			m.InputLagRecords, m.InputLagSeconds, m.InputRate, m.WorkerBusy, m.WorkerRate, m.Desired, m.GroupLag, m.GroupRate} {
 			_ = r.Register(c)
 		}

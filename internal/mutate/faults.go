@@ -22,6 +22,14 @@ var faults = []fault{
 		tests: []tests{{".", "^TestCrash$"}, {".", "^TestScaleOut$"}},
 	},
 	{
+		name:  "pace-active-restore",
+		what:  "the restores of active tasks wait for busy actives too, as the warm copies' do",
+		file:  "internal/engine/restoring.go",
+		old:   "\tif j.warm {\n",
+		new:   "\tif true {\n",
+		tests: []tests{{".", "^TestCrash$"}},
+	},
+	{
 		name:  "restore-skip-last",
 		what:  "a restore moves the checkpoint past the last record of each fetch without applying it (the changelog's last record among them)",
 		file:  "internal/taskstore/taskstore.go",
