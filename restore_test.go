@@ -12,10 +12,12 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/baton-streams/baton/internal/govern"
 	"github.com/baton-streams/baton/internal/tick"
 	"github.com/baton-streams/baton/state"
 	"github.com/baton-streams/baton/topology"
@@ -303,5 +305,41 @@ func TestStoreOptionsReachPebble(t *testing.T) {
 	defer mu.Unlock()
 	if !tuned[strconv.Itoa(state.DefaultMemTableSize)] || len(tuned) != 1 {
 		t.Errorf("the tuning saw memtable sizes %v, want only the default %d", tuned, state.DefaultMemTableSize)
+	}
+}
+
+// TestActiveRestoresNeverWait: an active task that restores is on the
+// critical path, so its restore never yields to busy active tasks, even
+// while another application of the process processes a flow (the
+// pressure warm restores yield to is the process's). Here b restores
+// every task cold, as actives, alone in its group: no standby or learner
+// can exist, so any wait would be an active's.
+func TestActiveRestoresNeverWait(t *testing.T) {
+	other := newHarness(t, 2)
+	x := other.start("x")
+	f := other.startFlow(10 * time.Millisecond)
+	defer f.stop()
+	other.eventually(30*time.Second, "the other application to process its flow", func() bool { return processedBy(x) > 50 })
+
+	h := newHarness(t, 2)
+	h.prefill(3000)
+	a := h.start("a", WithDrainTimeout(0))
+	h.waitExact(60 * time.Second)
+	a.stop(t)
+	b := h.start("b")
+	h.produce(100)
+	h.waitExact(60 * time.Second)
+	var restored int64
+	for _, ts := range b.app.Status().Totals {
+		restored += ts.Restored
+	}
+	if restored == 0 {
+		t.Fatal("b restored nothing: the test proves nothing")
+	}
+	if !govern.Process.Since(time.Now(), time.Second) {
+		t.Fatal("the other application's actives were not busy: the test proves nothing")
+	}
+	if y := testutil.ToFloat64(b.app.e.Metrics().RestoreYielded); y > 0 {
+		t.Errorf("b's active tasks' restores (%d records) waited %.6fs for busy actives", restored, y)
 	}
 }

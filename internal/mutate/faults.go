@@ -27,7 +27,7 @@ var faults = []fault{
 		file:  "internal/engine/restoring.go",
 		old:   "\tif j.warm {\n",
 		new:   "\tif true {\n",
-		tests: []tests{{".", "^TestCrash$"}},
+		tests: []tests{{".", "^TestActiveRestoresNeverWait$"}},
 	},
 	{
 		name:  "restore-skip-last",
