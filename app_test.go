@@ -344,6 +344,7 @@ func (h *harness) waitExact(timeout time.Duration) {
 			}
 		}
 		h.t.Logf("committed output histories of the wrong words:\n%s", strings.Join(counts.Exact(seqs, wrong, 10), "\n"))
+		h.traceWords(wrong)
 	}
 	h.diagnose()
 	h.t.Fatalf("counts never matched (%d words produced):\n%s", len(h.words), strings.Join(diff, "\n"))

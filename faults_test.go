@@ -283,7 +283,10 @@ func TestFaultCoordinatorDiesWhileLearning(t *testing.T) {
 	for _, g := range guarantees {
 		t.Run(g.String(), func(t *testing.T) {
 			h := newHarnessOn(t, kafkatest.On(t, c), 4)
-			opts := faultOptions(g)
+			// Every task that starts processing must hold what its
+			// changelog holds committed: c's learner restores while the
+			// transactions it reads are cut short by the kill.
+			opts := append(faultOptions(g), h.checkCopies())
 			h.prefill(30000)
 			a, b := h.start("a", opts...), h.start("b", opts...)
 			h.eventually(120*time.Second, "a and b to share the tasks", func() bool { return balanced(a, b) })
