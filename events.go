@@ -113,6 +113,27 @@ type Status struct {
 	// GlobalStores are the instance's global stores
 	// (topology.FromGlobalTopic), in the order the topology made them.
 	GlobalStores []GlobalStoreStatus `json:"global_stores,omitempty"`
+	// Restore is what this instance's stores restored from their
+	// changelogs and how long its standbys' and learners' restores gave
+	// way to busy active tasks.
+	Restore RestoreStatus `json:"restore"`
+}
+
+// RestoreStatus is an instance's restores: what they read, how fast, and
+// how long the restore governor held warm copies back (WithRestoreShare).
+type RestoreStatus struct {
+	// Records is the changelog records restored into this instance's
+	// stores since it started, in every role: active tasks restoring
+	// before they process, standbys and learners.
+	Records int64 `json:"records"`
+	// Rate is Records' growth per second over the last 30 s, as of the
+	// instance's last read of its input's offsets (every few seconds).
+	Rate float64 `json:"rate"`
+	// YieldedSeconds is how long, in all, standbys' and learners'
+	// restores waited because active tasks of the process had records
+	// to process; the metric baton_restore_yielded_seconds_total counts
+	// the same. Active tasks' restores never wait.
+	YieldedSeconds float64 `json:"yielded_seconds"`
 }
 
 // InputLag is how far an active task is behind its input, and how fast
@@ -267,6 +288,7 @@ func publicStatus(s engine.Status) Status {
 	for _, g := range s.GlobalStores {
 		st.GlobalStores = append(st.GlobalStores, GlobalStoreStatus(g))
 	}
+	st.Restore = RestoreStatus(s.Restore)
 	return st
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -350,5 +351,44 @@ func TestActiveRestoresNeverWait(t *testing.T) {
 	}
 	if y := testutil.ToFloat64(b.app.e.Metrics().RestoreYielded); y > 0 {
 		t.Errorf("b's active tasks' restores (%d records) waited %.6fs for busy actives", restored, y)
+	}
+	if st := b.app.Status().Restore; st.Records != restored || st.YieldedSeconds != 0 {
+		t.Errorf("b's status says it restored %d records and yielded %.6fs; its tasks restored %d and nothing yielded", st.Records, st.YieldedSeconds, restored)
+	}
+}
+
+// TestWarmRestoresYield: while active tasks of the process have records
+// (another application's, processing a flow), learners restore in
+// chunks and wait after each (WithRestoreShare). /status says for how
+// long, the same figure the metric counts, and what was restored; the
+// learners still finish and the counts are exact.
+func TestWarmRestoresYield(t *testing.T) {
+	other := newHarness(t, 2)
+	x := other.start("x")
+	f := other.startFlow(10 * time.Millisecond)
+	defer f.stop()
+	other.eventually(30*time.Second, "the other application to process its flow", func() bool { return processedBy(x) > 50 })
+
+	h := newHarness(t, 4)
+	h.prefill(20000)
+	opts := []Option{WithAcceptableLag(100)} // every moved task warms a learner first
+	a := h.start("a", opts...)
+	h.waitExact(60 * time.Second)
+	b := h.start("b", opts...)
+	h.eventually(120*time.Second, "a and b to share the tasks", func() bool { return balanced(a, b) })
+	h.produce(100)
+	h.waitExact(60 * time.Second)
+	if len(h.eventsOn("b", EventLearnerReady)) == 0 {
+		t.Fatal("b warmed no learner: the test proves nothing")
+	}
+	st := b.app.Status().Restore
+	if st.Records == 0 {
+		t.Error("b's status says it restored nothing, though its learners restored")
+	}
+	if st.YieldedSeconds == 0 {
+		t.Error("b's learners never yielded to the busy actives of the process")
+	}
+	if y := testutil.ToFloat64(b.app.e.Metrics().RestoreYielded); math.Abs(y-st.YieldedSeconds) > 1e-6 {
+		t.Errorf("b's status says its restores yielded %.6fs, the metric %.6fs", st.YieldedSeconds, y)
 	}
 }

@@ -39,16 +39,20 @@ type pageState struct {
 	Timeline  int                 `json:"timeline"`
 	// Planned lists "instance/task" for every learner the timeline shows.
 	Planned []string `json:"planned"`
+	// Meta is each instance card's header line (endpoint, workers,
+	// rates, restores).
+	Meta map[string]string `json:"meta"`
 }
 
 const readPage = `(() => {
   const entries = [...document.querySelectorAll("#timeline li[data-generation]")];
-  const out = {instances: [], roles: {}, timeline: entries.length,
+  const out = {instances: [], roles: {}, meta: {}, timeline: entries.length,
     planned: entries.flatMap(e => (e.dataset.learners || "").split(" ").filter(Boolean))};
   for (const card of document.querySelectorAll("#instances [data-instance]")) {
     const id = card.dataset.instance;
     out.instances.push(id);
     out.roles[id] = [...card.querySelectorAll(".task[data-task]")].map(t => t.dataset.task + ":" + t.dataset.role);
+    out.meta[id] = card.querySelector(".meta")?.textContent || "";
   }
   return out;
 })()`
@@ -169,6 +173,8 @@ func TestBrowserLearnerBecomesActive(t *testing.T) {
 		return s.has("c", "active", "1_") && !s.anyLearner()
 	})
 	t.Logf("page after the handover: %+v", last)
+	// c restored its learner: its card says so (its /status's restores).
+	waitPage(30*time.Second, "c's restores in its card", func(s pageState) bool { return strings.Contains(s.Meta["c"], "restor") })
 	if last.Timeline == 0 {
 		t.Errorf("the page shows no rebalance in its timeline: %+v", last)
 	}

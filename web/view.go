@@ -62,7 +62,11 @@ type InstanceView struct {
 	// workers processes per second of busy time; 0 when not measured or
 	// not read.
 	WorkerRate float64 `json:"worker_rate"`
-	Leaving    bool    `json:"leaving"`
+	// Restore is the instance's Status.Restore: what its restores read
+	// and how long its warm copies' restores gave way to busy active
+	// tasks; nil when not read from its live status.
+	Restore *baton.RestoreStatus `json:"restore,omitempty"`
+	Leaving bool                 `json:"leaving"`
 	// Unconfirmed is the instance's Status.Unconfirmed: the group has not
 	// confirmed it lately, and its active tasks may run elsewhere already.
 	Unconfirmed bool `json:"unconfirmed,omitempty"`
@@ -154,7 +158,7 @@ func merge(self baton.Status, endpoint string, g *Group, groupErr error, peers m
 			case ok:
 				iv.Source = "status"
 				iv.Tasks = tasksOf(st, iv)
-				iv.WorkerRate, iv.Unconfirmed = st.WorkerRate, st.Unconfirmed
+				iv.WorkerRate, iv.Unconfirmed, iv.Restore = st.WorkerRate, st.Unconfirmed, &st.Restore
 			default:
 				iv.Tasks = tasksOfSubscription(m)
 				if p, asked := peers[s.InstanceID]; asked && p.err != "" {
@@ -167,7 +171,7 @@ func merge(self baton.Status, endpoint string, g *Group, groupErr error, peers m
 	}
 	selfView.Tasks = tasksOf(&self, selfView)
 	selfView.Workers, selfView.Leaving, selfView.WorkerRate = self.Workers, self.Leaving, self.WorkerRate
-	selfView.Unconfirmed = self.Unconfirmed
+	selfView.Unconfirmed, selfView.Restore = self.Unconfirmed, &self.Restore
 
 	// Leader and plan: the instance whose live status says it leads. The
 	// highest generation wins if two say so (the old leader's status can

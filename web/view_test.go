@@ -237,7 +237,8 @@ func TestMergeGroupInputAndAutoscale(t *testing.T) {
 	auto := &baton.AutoscaleStatus{DesiredInstances: 4, Needed: 4, Reason: "scale out 2 → 4"}
 	peers := map[string]peer{
 		"b": {status: &baton.Status{AppID: "wc", Instance: "b", Generation: 3, Leader: true, Autoscale: auto, WorkerRate: 50,
-			Tasks: []baton.TaskStatus{{ID: "0_1", Role: "active", Input: &baton.InputLag{Records: 20, Seconds: 7, Rate: 12}}}}},
+			Restore: baton.RestoreStatus{Records: 900, Rate: 300, YieldedSeconds: 1.5},
+			Tasks:   []baton.TaskStatus{{ID: "0_1", Role: "active", Input: &baton.InputLag{Records: 20, Seconds: 7, Rate: 12}}}}},
 	}
 	g := &Group{State: "Stable", Members: []Member{
 		{Subscription: protocol.Subscription{InstanceID: "a", Endpoint: "127.0.0.1:10", Capacity: 1}},
@@ -248,8 +249,9 @@ func TestMergeGroupInputAndAutoscale(t *testing.T) {
 	if v.Input != want || v.Autoscale != auto {
 		t.Fatalf("input %+v autoscale %v; want %+v and b's recommendation", v.Input, v.Autoscale, want)
 	}
-	if b, _ := instanceOf(v, "b"); b.WorkerRate != 50 || b.Tasks[0].Input == nil || b.Tasks[0].Input.Records != 20 {
-		t.Errorf("b = %+v; want its worker rate and its task's input lag", b)
+	if b, _ := instanceOf(v, "b"); b.WorkerRate != 50 || b.Tasks[0].Input == nil || b.Tasks[0].Input.Records != 20 ||
+		b.Restore == nil || *b.Restore != (baton.RestoreStatus{Records: 900, Rate: 300, YieldedSeconds: 1.5}) {
+		t.Errorf("b = %+v; want its worker rate, its restores and its task's input lag", b)
 	}
 
 	// c answers nothing: its active task is not counted, and the total

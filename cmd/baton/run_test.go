@@ -393,6 +393,7 @@ func TestRunStartupErrors(t *testing.T) {
 	check("replication beyond the cluster", "replication factor: 2 exceeds the 1 brokers", append(base, "--brokers", brokers, "--state-dir", t.TempDir(), "--replication-factor", "2")...)
 	check("bad autoscale headroom", "--autoscale-headroom: must be a fraction from 0 to 1", append(base, "--brokers", brokers, "--state-dir", dir, "--autoscale-headroom", "1.5")...)
 	check("autoscale max below min", "--autoscale-max-instances: must be at least MinInstances (3), got 2", append(base, "--brokers", brokers, "--state-dir", dir, "--autoscale-min-instances", "3", "--autoscale-max-instances", "2")...)
+	check("bad restore share", "--restore-share: want more than 0 and at most 1, got 0", append(base, "--brokers", brokers, "--state-dir", dir, "--restore-share", "0")...)
 	check("bad block cache", "--block-cache-mib: want 0 to 1048576, got -1", append(base, "--brokers", brokers, "--state-dir", dir, "--block-cache-mib", "-1")...)
 	check("bad purge interval", "--repartition-purge-interval", append(base, "--brokers", brokers, "--state-dir", dir, "--repartition-purge-interval", "-1s")...)
 	check("bad transaction timeout", "transaction timeout", append(base, "--brokers", brokers, "--state-dir", dir, "--guarantee", "exactly-once", "--transaction-timeout", "1ms")...)

@@ -80,6 +80,13 @@ type App struct {
 	inputs     atomic.Pointer[map[string]InputLag]
 	workerRate atomic.Uint64
 	desired    atomic.Pointer[AutoscaleStatus]
+	// restored counts the records restored into any store, every role,
+	// and yielded the nanoseconds warm restores waited for busy active
+	// tasks, both since Run began (the loop adds); restoreRate is
+	// restored's growth per second at the last read of the input
+	// (float64 bits).
+	restored, yielded atomic.Int64
+	restoreRate       atomic.Uint64
 
 	// Written by any goroutine.
 	partsMu    sync.Mutex // guards topicParts only; never held across I/O
@@ -347,6 +354,7 @@ func (a *App) rejoin() {
 	a.leaving.Store(false)
 	a.inputs.Store(nil)
 	a.workerRate.Store(0)
+	a.restoreRate.Store(0)
 	a.desired.Store(nil)
 	a.assignment.Store(nil)
 	select {

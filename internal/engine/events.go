@@ -56,6 +56,13 @@ type Status struct {
 	WorkerRate   float64
 	Autoscale    *AutoscaleStatus
 	GlobalStores []GlobalStoreStatus
+	Restore      RestoreStatus
+}
+
+type RestoreStatus struct {
+	Records        int64
+	Rate           float64
+	YieldedSeconds float64
 }
 
 type InputLag struct {

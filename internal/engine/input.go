@@ -36,6 +36,7 @@ type inputState struct {
 	reads   int  // reads taken
 	rates   *measure.Rates[topics.Partition]
 	busy    measure.Meter // the workers' records against their busy seconds
+	restore measure.Meter // the records restored against the clock's seconds
 	// rec exists while this instance leads; prevLag is the group's lag
 	// at its previous observation.
 	rec     *autoscale.Recommender
@@ -50,7 +51,8 @@ type inputState struct {
 }
 
 func newInputState() inputState {
-	return inputState{rates: measure.NewRates[topics.Partition](measure.Window), busy: measure.Meter{Window: measure.Window}}
+	return inputState{rates: measure.NewRates[topics.Partition](measure.Window), busy: measure.Meter{Window: measure.Window},
+		restore: measure.Meter{Window: measure.Window}}
 }
 
 // leads reports whether this instance computed the plan of the group's
@@ -146,6 +148,8 @@ func (s *shell) inputRead(r inputRead) {
 	workerRate := s.input.busy.Ratio()
 	a.workerRate.Store(math.Float64bits(workerRate))
 	a.metrics.WorkerRate.Set(workerRate)
+	s.input.restore.Add(measure.Reading{At: r.at, Count: float64(a.restored.Load()), Base: float64(r.at.UnixNano()) / 1e9})
+	a.restoreRate.Store(math.Float64bits(s.input.restore.Ratio()))
 
 	// The loop owns the tasks' positions here: workers write them only
 	// while dispatch waits for them.

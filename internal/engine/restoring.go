@@ -216,6 +216,7 @@ func (s *shell) settle(j *applyJob) {
 			continue
 		}
 		a.metrics.Restored.WithLabelValues(p.t.ID).Add(float64(n))
+		a.restored.Add(n)
 		if s.core.Role(p.t.ID).Role == lifecycle.Active {
 			p.t.Replayed += n
 			p.t.Restored.Add(n)
@@ -238,6 +239,7 @@ func (s *shell) applied(j *applyJob) {
 		if d := s.a.cfg.RestorePolicy.Pause(govern.Process, time.Now(), time.Since(j.started)); d > 0 {
 			s.paced = time.After(d)
 			s.a.metrics.RestoreYielded.Add(d.Seconds())
+			s.a.yielded.Add(int64(d))
 		}
 	}
 	var progress []instance.Progress

@@ -85,6 +85,8 @@ func (a *App) Status() Status {
 	}
 	sort.Slice(st.Tasks, func(i, j int) bool { return st.Tasks[i].ID < st.Tasks[j].ID })
 	st.WorkerRate = math.Float64frombits(a.workerRate.Load())
+	st.Restore = RestoreStatus{Records: a.restored.Load(), Rate: math.Float64frombits(a.restoreRate.Load()),
+		YieldedSeconds: time.Duration(a.yielded.Load()).Seconds()}
 	if st.Leader {
 		st.Autoscale = a.desired.Load()
 	}

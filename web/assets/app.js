@@ -44,6 +44,17 @@ function taskView(instance, t) {
   return box;
 }
 
+// restoreText is an instance's restores in its header: their rate over
+// the last 30 s while they run, else what they restored in all, and how
+// long warm copies' restores gave way to busy active tasks; nothing
+// while it never restored.
+function restoreText(r) {
+  if (!r || (r.records === 0 && r.yielded_seconds === 0)) return "";
+  let s = r.rate >= 1 ? "restoring " + fmt(Math.round(r.rate)) + " rec/s" : "restored " + fmt(r.records) + " records";
+  if (r.yielded_seconds > 0) s += ", yielded " + r.yielded_seconds.toFixed(2) + " s to active tasks";
+  return s;
+}
+
 function instanceView(inst) {
   const unreachable = inst.source !== "status";
   const card = el("article", { class: "instance" + (unreachable ? " unreachable" : ""), "data-instance": inst.id },
@@ -54,7 +65,8 @@ function instanceView(inst) {
       inst.unconfirmed ? el("span", { class: "badge leaving", title: "the group has not confirmed this member lately: its active tasks may already run elsewhere" }, "unconfirmed") : null,
       inst.member ? null : el("span", { class: "badge" }, "not in group")),
     el("div", { class: "meta" }, [inst.endpoint || "no endpoint", inst.workers + " worker" + (inst.workers === 1 ? "" : "s"),
-      inst.worker_rate > 0 ? fmt(Math.round(inst.worker_rate)) + " rec/s per busy worker" : "", inst.rack ? "rack " + inst.rack : ""].filter(Boolean).join(" · ")));
+      inst.worker_rate > 0 ? fmt(Math.round(inst.worker_rate)) + " rec/s per busy worker" : "", restoreText(inst.restore),
+      inst.rack ? "rack " + inst.rack : ""].filter(Boolean).join(" · ")));
   const tasks = el("div", { class: "tasks" });
   if (inst.tasks.length === 0) tasks.append(el("span", { class: "empty" }, "no tasks"));
   for (const t of inst.tasks) tasks.append(taskView(inst, t));
