@@ -20,7 +20,9 @@ import (
 // survivor takes them over (the dead instance's open transaction holds
 // its changelogs until the broker aborts it), and when the killed instance
 // is started again at once with the same --instance-id (a static member
-// whose transactional id fences its predecessor). It reports figures and
+// whose transactional id fences its predecessor), and when `baton evict`
+// removes it from the group and fences its producer right after the kill
+// (a supervisor that knows it is gone). It reports figures and
 // checks the counts; it asserts no timing. Run it with
 //
 //	BATON_KAFKA=real BATON_MEASURE=1 go test ./cmd/baton -run TestMeasureKill9Recovery -v
@@ -36,8 +38,8 @@ func TestMeasureKill9Recovery(t *testing.T) {
 	}
 	defer c.Stop()
 	brokers := strings.Join(c.Addrs(), ",")
-	for _, restart := range []bool{false, true} {
-		name := map[bool]string{false: "survivor", true: "static-restart"}[restart]
+	for _, name := range []string{"survivor", "evicted", "static-restart"} {
+		restart := name == "static-restart"
 		t.Run(name, func(t *testing.T) {
 			tg := &kafkatest.Target{Brokers: c.Addrs()}
 			input, output, appID := name+"-lines", name+"-counts", name+"-wc"
@@ -88,6 +90,13 @@ func TestMeasureKill9Recovery(t *testing.T) {
 			<-b.done
 			b.done <- nil
 			where := aAddr
+			if name == "evicted" {
+				// A supervisor that knows b is gone removes it and
+				// fences its producer at once.
+				if out, stderr, code := runBaton(t, "", "evict", "--brokers", brokers, "--app-id", appID, "--instance-id", "b"); code != 0 {
+					t.Fatalf("baton evict: exit %d, stdout %q, stderr %q", code, out, stderr)
+				}
+			}
 			if restart {
 				b, bAddr = run("b")
 				where = bAddr
