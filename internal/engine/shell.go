@@ -230,9 +230,11 @@ func (s *shell) next(w *wakeups) func() {
 	if s.behind && !s.held() {
 		more = ready
 	}
-	// One restored chunk is written at a time.
+	// One restored chunk is written at a time, and none while the input
+	// rewinds: the rewind's catch-up writes the stores of every active
+	// task, restoring ones included.
 	restores := a.ch.restores
-	if s.applying != nil {
+	if s.applying != nil || s.rewinding() {
 		restores = nil
 	}
 	paced := s.paced

@@ -30,6 +30,14 @@ var faults = []fault{
 		tests: []tests{{".", "^TestActiveRestoresNeverWait$"}},
 	},
 	{
+		name:  "restore-during-rewind",
+		what:  "restored chunks are written while the rewind catches the active tasks' stores up, restoring ones included",
+		file:  "internal/engine/shell.go",
+		old:   "\tif s.applying != nil || s.rewinding() {\n",
+		new:   "\tif s.applying != nil {\n",
+		tests: []tests{{".", "^TestRewindWhileAnActiveRestores$"}},
+	},
+	{
 		name:  "restore-skip-last",
 		what:  "a restore moves the checkpoint past the last record of each fetch without applying it (the changelog's last record among them)",
 		file:  "internal/taskstore/taskstore.go",
