@@ -13,7 +13,7 @@ import (
 var ErrGuarantee = errors.New("assign: guarantee violated")
 
 // Check verifies that plan, made by the smooth policy from state, keeps the
-// guarantees that one round can show (spec/assign.md, items 1 to 9): one
+// guarantees that one round can show (docs/assign.md, items 1 to 9): one
 // owner, one role per instance, cooperative moves, no cold handover of
 // stateful work, orphans to the warmest copy, stateless tasks without
 // learners or standbys, the learner limit, standby placement rules and

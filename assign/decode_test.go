@@ -7,6 +7,7 @@ import (
 	"testing"
 )
 
+// specExample is the state.json example of docs/assign.md.
 const specExample = `{
   "config": {"standbys": 1, "max_learners": 2, "acceptable_lag": 100},
   "tasks": [{"id": "0_0", "stateful": true, "load": 1.0}, {"id": "1_0", "stateful": false}],

@@ -151,8 +151,8 @@ func sameSet(a, b []TaskID) bool {
 	return slices.Equal(x, y)
 }
 
-// checkBalanced verifies the stable plan's promises (spec item 10 and the
-// standby count of item 8).
+// checkBalanced verifies the stable plan's promises (docs/assign.md: item
+// 10, and the standby count and rack rule of item 8).
 func checkBalanced(s State, p Plan) error {
 	g, err := build(s, new(scratch))
 	if err != nil {

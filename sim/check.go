@@ -9,7 +9,7 @@ import (
 	"github.com/baton-streams/baton/lifecycle"
 )
 
-// CheckPlan verifies the guarantees of spec/assign.md that a single round
+// CheckPlan verifies the guarantees of docs/assign.md that a single round
 // can show (items 1 to 9; 10 to 12 need many rounds and are judged by the
 // run as a whole). It returns one line per violation, in a stable order.
 func CheckPlan(s assign.State, p assign.Plan, checks Checks) []string {

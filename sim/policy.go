@@ -51,11 +51,11 @@ type Policy struct {
 	ThreadBalance bool
 }
 
-// Checks is a set of guarantees of spec/assign.md that can be verified on
+// Checks is a set of guarantees of docs/assign.md that can be verified on
 // a single round.
 type Checks uint
 
-// The checkable guarantees, numbered as in spec/assign.md.
+// The checkable guarantees, numbered as in docs/assign.md.
 const (
 	CheckOneOwner     Checks = 1 << iota // 1
 	CheckOneRole                         // 2
@@ -105,7 +105,7 @@ func ParsePolicy(name string) (Policy, error) {
 	case "eager":
 		return Policy{Name: name, Assign: assignWith(assign.Eager), StopTheWorld: true, Drain: true, Checks: CheckOneRole}, nil
 	case "probing":
-		// What Kafka Streams' assignor guarantees of spec/assign.md's
+		// What Kafka Streams' assignor guarantees of docs/assign.md's
 		// single-round items: one owner, one role, two-phase moves (the
 		// cooperative protocol), no standby or warm-up of a stateless
 		// task, at most the configured standbys. Not 4: an active goes

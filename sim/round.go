@@ -320,7 +320,7 @@ func (e *engine) activate(m *instState, t *taskState, ti int, why string) {
 
 // recomputeBalance measures how far the actives are from every
 // non-leaving member's share, stateful and stateless separately (the
-// balance of spec/assign.md item 10).
+// balance of docs/assign.md item 10).
 func (e *engine) recomputeBalance() {
 	if !e.buckets.done {
 		bk := &e.buckets

@@ -1,8 +1,9 @@
 // Package web serves an instance's operator endpoints: GET / (a live page
 // of the whole group as this instance sees it), GET /status (the instance's
-// baton.Status, the JSON of the run contract in spec/run.md), GET /metrics
-// (Prometheus text format, when given a registry) and GET /group (the JSON
-// the page polls).
+// baton.Status as JSON, whose fields the README describes where it
+// introduces /status, under "Two terminals: a cluster and instances"),
+// GET /metrics (Prometheus text format, when given a registry) and
+// GET /group (the JSON the page polls).
 //
 // # What /group shows and where it comes from
 //
