@@ -325,11 +325,7 @@ func TestStoreOptionsReachPebble(t *testing.T) {
 // every task cold, as actives, alone in its group: no standby or learner
 // can exist, so any wait would be an active's.
 func TestActiveRestoresNeverWait(t *testing.T) {
-	other := newHarness(t, 2)
-	x := other.start("x")
-	f := other.startFlow(10 * time.Millisecond)
-	defer f.stop()
-	other.eventually(30*time.Second, "the other application to process its flow", func() bool { return processedBy(x) > 50 })
+	busyProcess(t)
 
 	h := newHarness(t, 2)
 	h.prefill(3000)
@@ -357,17 +353,24 @@ func TestActiveRestoresNeverWait(t *testing.T) {
 	}
 }
 
+// busyProcess starts another application in the process, processing a
+// flow until the test ends: its active tasks keep the process busy, the
+// pressure warm restores yield to.
+func busyProcess(t *testing.T) {
+	t.Helper()
+	other := newHarness(t, 2)
+	x := other.start("x")
+	other.startFlow(10 * time.Millisecond) // stopped when the test ends
+	other.eventually(30*time.Second, "the other application to process its flow", func() bool { return processedBy(x) > 50 })
+}
+
 // TestWarmRestoresYield: while active tasks of the process have records
 // (another application's, processing a flow), learners restore in
 // chunks and wait after each (WithRestoreShare). /status says for how
 // long, the same figure the metric counts, and what was restored; the
 // learners still finish and the counts are exact.
 func TestWarmRestoresYield(t *testing.T) {
-	other := newHarness(t, 2)
-	x := other.start("x")
-	f := other.startFlow(10 * time.Millisecond)
-	defer f.stop()
-	other.eventually(30*time.Second, "the other application to process its flow", func() bool { return processedBy(x) > 50 })
+	busyProcess(t)
 
 	h := newHarness(t, 4)
 	h.prefill(20000)
