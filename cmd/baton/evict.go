@@ -42,8 +42,9 @@ Under exactly-once, evict then fences the instance's transactional producer
 (<app-id>-<instance-id>): the transaction a killed instance left open is
 aborted at once instead of after its transaction timeout, so the instances
 that take its tasks over can read its changelogs to their end (they restore
-read_committed) without waiting. A running instance whose producer is
-fenced stops with an error naming its instance id.`,
+read_committed) without waiting. A running instance removed with --force
+loses its tasks, its open transaction is aborted, and it joins the group
+again as a new member, from the last commit.`,
 	Args: cobra.NoArgs,
 	RunE: runEvict,
 }
