@@ -341,11 +341,18 @@ func TestSlowCommitWrites(t *testing.T) {
 			h.prefill(3000)
 			// Every other write waits.
 			writes, slow := slowCommitWrites(func(n int64) time.Duration { return time.Duration(n%2) * time.Second })
-			a := h.start("a", WithGuarantee(g), slow, h.checkCopies())
+			// The learners that move tasks back and forth restore at full
+			// speed: a and b share this process, so each one's busy actives
+			// would make the other's learners yield (WithRestoreShare), and
+			// under the race detector a learner yielding half its time fell
+			// behind the flow for good. The restore governor is tested on its
+			// own (TestWarmRestoresYield); this test is about commit writes.
+			full := WithRestoreShare(1)
+			a := h.start("a", WithGuarantee(g), slow, full, h.checkCopies())
 			h.eventually(60*time.Second, "a to run every task", func() bool { _, all := owners(a); return all })
 			f := h.startFlow(5 * time.Millisecond)
 			h.eventually(60*time.Second, "a's commits to write its stores", func() bool { return writes.Load() >= 4 })
-			b := h.start("b", WithGuarantee(g), slow, h.checkCopies())
+			b := h.start("b", WithGuarantee(g), slow, full, h.checkCopies())
 			h.eventually(90*time.Second, "a and b to share the tasks", func() bool { alive(t, a, b); return balanced(a, b) })
 			before := writes.Load()
 			h.eventually(60*time.Second, "b's and a's commits to write their stores", func() bool { alive(t, a, b); return writes.Load() >= before+4 })

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,7 +33,9 @@ place in the group without a rebalance.
 
 Before removing it, evict asks the member's /status at the endpoint in its
 subscription. An instance that answers is running, and evict refuses unless
---force is given (for one that runs but is stuck). Removing a running member
+--force is given (for one that runs but is stuck). So does an instance that
+cannot be checked: no endpoint (started without --http), or an answer that
+is neither a refused connection nor another instance's. Removing a running member
 is safe, if disruptive: the group no longer accepts its commits (its member
 id is gone), so under exactly-once none of its open transactions can commit
 and under at-least-once its offsets cannot move; it learns so at its next
@@ -88,10 +91,16 @@ func runEvict(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	if endpoint != "" && !force {
-		if running, err := answers(ctx, endpoint, id); running {
+	if !force {
+		if endpoint == "" {
+			return fmt.Errorf("cannot tell whether instance %s runs: the group names no HTTP endpoint for it (started without --http, or its subscription is unreadable); pass --force to remove it anyway", id)
+		}
+		switch running, err := answers(ctx, endpoint, id); {
+		case running:
 			return fmt.Errorf("instance %s answers at http://%s/status: it is running; stop it, or pass --force to remove it anyway", id, endpoint)
-		} else if err != nil {
+		case !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, errOtherInstance):
+			return fmt.Errorf("cannot tell whether instance %s runs: http://%s/status: %v; pass --force to remove it anyway", id, endpoint, err)
+		default:
 			fmt.Fprintf(cmd.ErrOrStderr(), "baton: instance %s does not answer at http://%s/status (%v): removing it\n", id, endpoint, err)
 		}
 	}
@@ -158,14 +167,32 @@ func fenceProducer(ctx context.Context, brokers []string, txnID string) (string,
 }
 
 // staticMember finds the member of group appID whose group instance id is
-// id, and returns the endpoint its subscription names ("" if none).
+// id, and returns the endpoint its subscription names ("" if none). While
+// the group rebalances the coordinator shows no subscriptions: it asks
+// again until it sees the member's, or ctx ends.
 func staticMember(ctx context.Context, adm *kadm.Client, appID, id string) (string, error) {
+	for {
+		endpoint, pending, err := describeMember(ctx, adm, appID, id)
+		if err != nil || !pending {
+			return endpoint, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// describeMember is one try of staticMember; pending says the member's
+// subscription could not be read yet (the group rebalances).
+func describeMember(ctx context.Context, adm *kadm.Client, appID, id string) (endpoint string, pending bool, err error) {
 	described, err := adm.DescribeGroups(ctx, appID)
 	if err == nil {
 		err = described.Error()
 	}
 	if err != nil {
-		return "", fmt.Errorf("describing group %s: %w", appID, err)
+		return "", false, fmt.Errorf("describing group %s: %w", appID, err)
 	}
 	d := described[appID]
 	var memberID string
@@ -185,19 +212,22 @@ func staticMember(ctx context.Context, adm *kadm.Client, appID, id string) (stri
 		if len(static) > 0 {
 			known = "its static members are " + strings.Join(static, ", ")
 		}
-		return "", fmt.Errorf("group %s (%s) has no member with instance id %s: %s (an instance is a static member when started with --instance-id)", appID, d.State, id, known)
+		return "", false, fmt.Errorf("group %s (%s) has no member with instance id %s: %s (an instance is a static member when started with --instance-id)", appID, d.State, id, known)
 	}
 	g, err := web.ReadGroup(ctx, adm, appID)
 	if err != nil {
-		return "", nil // the endpoint is only for the liveness check
+		return "", true, nil // asked again: the endpoint is for the liveness check
 	}
 	for _, m := range g.Members {
 		if m.MemberID == memberID {
-			return m.Subscription.Endpoint, nil
+			return m.Subscription.Endpoint, m.Pending, nil
 		}
 	}
-	return "", nil
+	return "", true, nil
 }
+
+// errOtherInstance: another instance serves /status at the endpoint.
+var errOtherInstance = errors.New("another instance serves there now")
 
 // answers reports whether the instance id serves its /status at endpoint.
 func answers(ctx context.Context, endpoint, id string) (bool, error) {
@@ -220,7 +250,7 @@ func answers(ctx context.Context, endpoint, id string) (bool, error) {
 		return false, err
 	}
 	if st.Instance != id {
-		return false, fmt.Errorf("another instance (%s) serves there now", st.Instance)
+		return false, fmt.Errorf("%w (%s)", errOtherInstance, st.Instance)
 	}
 	return true, nil
 }
