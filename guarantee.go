@@ -3,7 +3,17 @@ package baton
 import (
 	"fmt"
 	"time"
+
+	"github.com/baton-streams/baton/internal/engine"
 )
+
+// TransactionalID is the transactional id under which instance
+// instanceID of application appID writes its transactions under
+// ExactlyOnce: what Kafka's transaction tools (kafka-transactions.sh
+// describe, abort) and `baton evict` name it by.
+func TransactionalID(appID, instanceID string) string {
+	return engine.TransactionalID(appID, instanceID)
+}
 
 // Guarantee is what an App promises about records it processes when an
 // instance dies.

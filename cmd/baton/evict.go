@@ -116,31 +116,27 @@ func runEvict(cmd *cobra.Command, _ []string) error {
 		return fmt.Errorf("removing instance %s from group %s: %w", id, appID, err)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "removed instance %s from group %s: the group rebalances now and its tasks move\n", id, appID)
-	fenced, err := fenceProducer(ctx, strings.Split(brokers, ","), appID+"-"+id)
+	txnID := baton.TransactionalID(appID, id)
+	fenced, err := fenceProducer(ctx, adm, strings.Split(brokers, ","), txnID)
 	if err != nil {
 		return fmt.Errorf("fencing instance %s's transactions: %w", id, err)
 	}
 	if fenced != "" {
-		fmt.Fprintf(cmd.OutOrStdout(), "fenced its transactional producer %s: %s\n", appID+"-"+id, fenced)
+		fmt.Fprintf(cmd.OutOrStdout(), "fenced its transactional producer %s: %s\n", txnID, fenced)
 	}
 	return nil
 }
 
-// fenceProducer fences the transactional producer txnID (an instance's,
-// under exactly-once: <app-id>-<instance-id>) when the cluster knows it:
+// fenceProducer fences the transactional producer txnID (an instance's
+// under exactly-once, baton.TransactionalID) when the cluster knows it:
 // a new producer session with its id bumps its epoch, which aborts the
 // transaction it left open. Until then that transaction holds up every
 // read_committed reader of its partitions, the other instances' restores
 // of its changelogs included, for up to the transaction timeout and the
 // brokers' next check. It returns what it did, "" when the cluster does
 // not know the id (the group runs at-least-once).
-func fenceProducer(ctx context.Context, brokers []string, txnID string) (string, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		return "", err
-	}
-	described, err := kadm.NewClient(cl).DescribeTransactions(ctx, txnID)
-	cl.Close()
+func fenceProducer(ctx context.Context, adm *kadm.Client, brokers []string, txnID string) (string, error) {
+	described, err := adm.DescribeTransactions(ctx, txnID)
 	if err != nil {
 		return "", fmt.Errorf("describing %s: %w", txnID, err)
 	}

@@ -11,7 +11,11 @@ func (a *App) exactlyOnce() bool { return a.cfg.ExactlyOnce }
 // transactionalID is the instance's transactional id: unique per instance.
 // Zombies (an instance the group expelled that still runs) are fenced by
 // the group generation its offset commits carry (KIP-447).
-func (a *App) transactionalID() string { return a.cfg.AppID + "-" + a.cfg.InstanceID }
+func (a *App) transactionalID() string { return TransactionalID(a.cfg.AppID, a.cfg.InstanceID) }
+
+// TransactionalID is the transactional id of instance instanceID of
+// application appID under exactly-once.
+func TransactionalID(appID, instanceID string) string { return appID + "-" + instanceID }
 
 // txnClientOpts are the group client's options under ExactlyOnce.
 func (a *App) txnClientOpts() []kgo.Opt {
