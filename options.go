@@ -54,7 +54,7 @@ func defaults() config {
 		Autoscale:      autoscale.DefaultConfig(),
 		InputEvery:     DefaultInputLagInterval,
 		BlockCache:     DefaultBlockCache,
-		RestorePolicy:  govern.Policy{Share: DefaultRestoreShare, Window: govern.DefaultPolicy.Window},
+		RestorePolicy:  govern.Policy{Share: DefaultRestoreShare, Window: govern.DefaultPolicy.Window, Catchup: govern.DefaultPolicy.Catchup},
 	}
 }
 
@@ -286,8 +286,13 @@ const DefaultRestoreShare = 0.5
 // they wait long enough to leave the rest to the actives (every App of
 // the process counts, since they share its cores). With actives idle for
 // a second, restores run at full speed; a restoring active task is never
-// held back. A learner's restore thus takes at most about 1/share times
-// as long as on an idle group. 1 never yields. Default
+// held back. A warm copy that did not gain on its changelog over two
+// seconds while yielding (its changelog grows faster than its share lets
+// it restore) and is further behind than the acceptable lag restores at
+// full speed until it is within it, so yielding never starves it. A
+// learner's restore thus takes at most about 1/share times as long as on
+// an idle group when its share outpaces its changelog, and two seconds
+// more than at full speed when it does not. 1 never yields. Default
 // DefaultRestoreShare; the time yielded is
 // baton_restore_yielded_seconds_total.
 func WithRestoreShare(share float64) Option {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -236,7 +237,9 @@ func (s *shell) applied(j *applyJob) {
 	}
 	s.settle(j)
 	if j.warm {
-		if d := s.a.cfg.RestorePolicy.Pause(govern.Process, time.Now(), time.Since(j.started)); d > 0 {
+		pol := s.a.cfg.RestorePolicy
+		pol.Caught = s.a.cfg.AcceptableLag
+		if d := pol.Pause(govern.Process, &s.catchup, time.Now(), time.Since(j.started), s.warmLags(j)); d > 0 {
 			s.paced = time.After(d)
 			s.a.metrics.RestoreYielded.Add(d.Seconds())
 			s.a.yielded.Add(int64(d))
@@ -252,6 +255,26 @@ func (s *shell) applied(j *applyJob) {
 	for _, p := range progress {
 		s.step(p)
 	}
+}
+
+// warmLags takes the lags a written chunk of warm copies left into
+// s.warmLag and returns it, without the stores no longer restoring as
+// warm copies.
+func (s *shell) warmLags(j *applyJob) map[string]int64 {
+	if s.warmLag == nil {
+		s.warmLag = map[string]int64{}
+	}
+	for _, p := range j.parts {
+		s.warmLag[p.t.ID+"/"+p.st.Name] = max(p.end-p.st.Checkpoint, 0)
+	}
+	for k := range s.warmLag {
+		id, name, _ := strings.Cut(k, "/")
+		t := s.a.tasks[id]
+		if t == nil || !t.Reading || t.Stores[name] == nil || s.core.Role(id).Role == lifecycle.Active {
+			delete(s.warmLag, k)
+		}
+	}
+	return s.warmLag
 }
 
 // activeRestoring reports whether an active task here reads its

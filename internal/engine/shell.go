@@ -82,6 +82,11 @@ type shell struct {
 	// copies' restores yield to busy active tasks (govern). Closed
 	// (fires) when the pause is over.
 	paced <-chan time.Time
+	// catchup and warmLag keep the pacing from starving a warm copy
+	// (govern.Catchup): warmLag is each warm store's lag (task/store)
+	// after its last restored chunk.
+	catchup govern.Catchup
+	warmLag map[string]int64
 	// writing are the commits' store writes under way, oldest first;
 	// writeTail is done of the last store write started off the loop
 	// (a commit's or a restored chunk's), which the next one waits for.

@@ -30,6 +30,14 @@ var faults = []fault{
 		tests: []tests{{".", "^TestActiveRestoresNeverWait$"}},
 	},
 	{
+		name:  "catchup-never-behind",
+		what:  "the restore governor never finds a warm copy behind: a learner whose changelog outgrows its share yields forever",
+		file:  "internal/govern/govern.go",
+		old:   "\t\t\t\tc.behind[k] = true\n",
+		new:   "\t\t\t\t_ = k\n",
+		tests: []tests{{"./internal/govern", "^TestCatchupNeverStarves$"}},
+	},
+	{
 		name:  "restore-during-rewind",
 		what:  "restored chunks are written while the rewind catches the active tasks' stores up, restoring ones included",
 		file:  "internal/engine/shell.go",
