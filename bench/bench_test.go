@@ -72,6 +72,9 @@ func TestAnalyze(t *testing.T) {
 	if ef.HandoverMax != 500*ms {
 		t.Errorf("handover %v, want 500ms (last record at 10.15s, first at 10.65s)", ef.HandoverMax)
 	}
+	if want := (HandoverParts{Release: 10 * ms, Assign: 440 * ms, First: 50 * ms}); ef.HandoverTask != "1_1" || ef.HandoverParts != want {
+		t.Errorf("longest handover %s: %s, want 1_1: %s (revoked at 10.16s, assigned at 10.6s)", ef.HandoverTask, ef.HandoverParts, want)
+	}
 	if ef.UnmovedNormal != 100*ms || ef.UnmovedGap != 400*ms {
 		t.Errorf("unmoved gap %v vs normal %v, want 400ms vs 100ms", ef.UnmovedGap, ef.UnmovedNormal)
 	}

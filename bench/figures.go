@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -36,7 +37,9 @@ type TaskFigures struct {
 	// owner processed to the first the new owner processed; when the new
 	// owner processed none before End, to End (a lower bound).
 	Handover time.Duration `json:"handover_ns,omitempty"`
-	Revoked  bool          `json:"revoked"`
+	// HandoverParts is where that time went.
+	HandoverParts HandoverParts `json:"handover_parts"`
+	Revoked       bool          `json:"revoked"`
 	// AssignedLag is the changelog lag the task had when it became active
 	// on its new owner; Replayed what that owner restored before running.
 	AssignedLag int64  `json:"assigned_lag"`
@@ -71,6 +74,10 @@ type EventFigures struct {
 	// HandoverMax and HandoverMedian are over moved tasks.
 	HandoverMax    time.Duration `json:"handover_max_ns"`
 	HandoverMedian time.Duration `json:"handover_median_ns"`
+	// HandoverTask is the moved task with the longest handover, and
+	// HandoverParts where its handover went.
+	HandoverTask  string        `json:"handover_task,omitempty"`
+	HandoverParts HandoverParts `json:"handover_max_parts"`
 	// Replayed is records restored on the critical path by new owners
 	// (EventRestored.Replayed), summed and at most; AssignedLagMax the
 	// largest EventAssigned.Lag of a stateful task; Cold the stateful tasks
@@ -150,8 +157,11 @@ func Analyze(rec Recording, w Window, stateful func(task string) bool) EventFigu
 		tf.NormalGap = normalGap(ps, w.Start-w.Baseline, w.Start)
 		tf.LongestGap = eventGap(ps, w.Start, w.End)
 		if tf.Moved {
-			tf.Handover = handover(rec, ps, w, id, tf.From, tf.To)
+			tf.Handover, tf.HandoverParts = handover(rec, ps, w, id, tf.From, tf.To)
 			handovers = append(handovers, tf.Handover)
+			if tf.Handover >= ef.HandoverMax {
+				ef.HandoverMax, ef.HandoverTask, ef.HandoverParts = tf.Handover, id, tf.HandoverParts
+			}
 		}
 		learnerAt := time.Duration(-1)
 		for _, e := range rec.Events {
@@ -200,7 +210,6 @@ func Analyze(rec Recording, w Window, stateful func(task string) bool) EventFigu
 	}
 	if len(handovers) > 0 {
 		slices.Sort(handovers)
-		ef.HandoverMax = handovers[len(handovers)-1]
 		ef.HandoverMedian = handovers[len(handovers)/2]
 	}
 	var spans []span
@@ -287,7 +296,37 @@ func eventGap(ps []Progress, from, to time.Duration) time.Duration {
 // there are some; progress samples are the fallback (a crashed owner
 // reports no last record). Samples are only as punctual as the sampler:
 // one taken late says the records were processed at the sample's time.
-func handover(rec Recording, ps []Progress, w Window, task, from, to string) time.Duration {
+// HandoverParts splits a moved task's handover at two events: the old
+// owner's revoke (EventRevoked: its commit done and the task given up) and
+// the new owner's assignment (EventAssigned: the task active there). Each
+// part is -1 when its events are missing (a crashed owner reports no
+// revoke) or out of order.
+type HandoverParts struct {
+	// Release: the old owner's last record to its revoke.
+	Release time.Duration `json:"release_ns"`
+	// Assign: the revoke to the new owner's assignment (the group's
+	// round, and a restore the new owner runs first).
+	Assign time.Duration `json:"assign_ns"`
+	// First: the assignment to the new owner's first record (its fetch,
+	// and the records waiting in front of them).
+	First time.Duration `json:"first_ns"`
+}
+
+// String is the parts in milliseconds.
+func (h HandoverParts) String() string {
+	ms := func(d time.Duration) string {
+		if d < 0 {
+			return "?"
+		}
+		return fmt.Sprint(d.Round(time.Millisecond).Milliseconds())
+	}
+	return fmt.Sprintf("release %s + assign %s + first record %s ms", ms(h.Release), ms(h.Assign), ms(h.First))
+}
+
+// handover is a moved task's handover (TaskFigures.Handover) and its
+// parts.
+func handover(rec Recording, ps []Progress, w Window, task, from, to string) (time.Duration, HandoverParts) {
+	parts := HandoverParts{Release: -1, Assign: -1, First: -1}
 	first, last := time.Duration(-1), time.Duration(-1)
 	for _, e := range rec.Events {
 		if at := e.Time.Sub(rec.Start); e.Kind == baton.EventFirstRecord && e.Task == task && e.Instance == to && at > w.Start && (first < 0 || at < first) {
@@ -318,9 +357,31 @@ func handover(rec Recording, ps []Progress, w Window, task, from, to string) tim
 		}
 	}
 	if last < 0 {
-		return 0
+		return 0, parts
 	}
-	return first - last
+	revoked, assigned := time.Duration(-1), time.Duration(-1)
+	for _, e := range rec.Events {
+		at := e.Time.Sub(rec.Start)
+		if e.Task != task || at < last || at > first {
+			continue
+		}
+		switch {
+		case e.Kind == baton.EventRevoked && e.Instance == from && revoked < 0:
+			revoked = at
+		case e.Kind == baton.EventAssigned && e.Instance == to:
+			assigned = at // the last: the assignment the first record follows
+		}
+	}
+	if revoked >= 0 {
+		parts.Release = revoked - last
+	}
+	if assigned >= 0 {
+		parts.First = first - assigned
+		if revoked >= 0 && assigned >= revoked {
+			parts.Assign = assigned - revoked
+		}
+	}
+	return first - last, parts
 }
 
 // rates returns the group's records/s over the baseline and the lowest

@@ -55,6 +55,15 @@ func PrintScale(w io.Writer, res *ScaleResult) error {
 		return err
 	}
 	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Longest handover of each event, in parts (last record, revoke, assignment, first record):")
+	for _, name := range events {
+		for _, r := range res.Runs {
+			if ef := r.event(name); ef != nil && ef.HandoverTask != "" {
+				fmt.Fprintf(w, "  %-14s %-12s %s %s: %s\n", name, r.Policy, ef.HandoverTask, ms(ef.HandoverMax), ef.HandoverParts)
+			}
+		}
+	}
+	fmt.Fprintln(w)
 	if err := printPredictions(w, events, res); err != nil {
 		return err
 	}

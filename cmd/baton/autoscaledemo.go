@@ -465,6 +465,11 @@ func (s *scaler) summary(verified string, spikeAt, lullAt time.Duration) {
 			ef.HandoverMax.Round(time.Millisecond), ef.Unmoved, ef.UnmovedRevoked, ef.UnmovedPause, ef.LearnerRestoreMax.Round(time.Millisecond))
 	}
 	for _, ef := range s.figures {
+		if ef.HandoverTask != "" {
+			fmt.Fprintf(out, "  %s: longest handover %s: %s\n", ef.Event, ef.HandoverTask, ef.HandoverParts)
+		}
+	}
+	for _, ef := range s.figures {
 		for _, tf := range ef.Tasks {
 			if tf.Revoked && !tf.Moved {
 				fmt.Fprintf(out, "  %s: %s revoked but not moved (from %q to %q)\n", ef.Event, tf.Task, tf.From, tf.To)

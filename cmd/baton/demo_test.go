@@ -161,6 +161,10 @@ func TestDemoAutoscale(t *testing.T) {
 	if len(rows) != len(counts)-1 {
 		t.Fatalf("%d scale-event rows, want one per change (%d):\n%s", len(rows), len(counts)-1, out)
 	}
+	parts := regexp.MustCompile(`(?m)^  \d+ -> \d+: longest handover \d+_\d+: release \S+ \+ assign \S+ \+ first record \S+ ms$`)
+	if n := len(parts.FindAllString(out, -1)); n != len(rows) {
+		t.Errorf("%d handovers split in parts, want one per scale event (%d):\n%s", n, len(rows), out)
+	}
 	warmed := false
 	for _, r := range rows {
 		from, _ := strconv.Atoi(r[1])
