@@ -108,6 +108,10 @@ type App struct {
 	wake       chan struct{} // a new assignment arrived
 	ledGen     atomic.Int32
 	joinedAt   atomic.Int64 // unix nanos of the last join, for the rebalance log line
+	// fetchedAt: unix nanos of the last fetch of the committed offsets of
+	// a session's partitions (kgo fetches them after the assignment and
+	// before it fetches records); the loop holds rejoins until it (rejoin).
+	fetchedAt atomic.Int64
 	// sentLags: the lags of the last subscription, written where kgo's
 	// group goroutine asks for it (Subscription) and cleared at Run's
 	// start; the loop hands them to the core with the assignment.
@@ -366,6 +370,8 @@ func (a *App) rejoin() {
 	a.txnMember.Store("")
 	a.heardAt.Store(0)
 	a.assignedAt.Store(0)
+	a.fetchedAt.Store(0)
+	a.joinedAt.Store(0)
 	a.groupErrAt.Store(0)
 }
 
@@ -419,6 +425,7 @@ func (a *App) open() error {
 		kgo.OnPartitionsAssigned(a.onAssigned),
 		kgo.OnPartitionsRevoked(a.onRevoked),
 		kgo.OnPartitionsLost(a.onLost),
+		kgo.OnOffsetsFetched(a.onOffsetsFetched),
 		kgo.WithHooks((*groupHook)(a)),
 	}, a.cfg.KgoOpts...)
 	if a.cfg.StaticMember {

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/baton-streams/baton/assign"
 	"github.com/baton-streams/baton/instance"
@@ -484,9 +485,23 @@ func (a *App) tasksOfPartitions(parts map[string][]int32) []string {
 // wait until it has started, committed and closed, or dropped the tasks.
 func (a *App) onAssigned(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	ids := a.tasksOfPartitions(assigned)
-	a.assignedAt.Store(time.Now().UnixNano())
+	now := time.Now().UnixNano()
+	a.assignedAt.Store(now)
+	if len(assigned) == 0 {
+		// kgo fetches the offsets of new partitions only: a session that
+		// assigns none has none to fetch (shell.rejoin).
+		a.fetchedAt.Store(now)
+	}
 	a.txnMember.Store(a.memberID())
 	a.post(func(id int) instance.Input { return instance.Assigned{Tasks: ids, Request: id} })
+}
+
+// onOffsetsFetched notes that the group session's committed offsets are
+// fetched: its partitions are fetched from now on, and a rebalance no
+// longer cancels that (shell.rejoin).
+func (a *App) onOffsetsFetched(context.Context, *kgo.Client, *kmsg.OffsetFetchResponse) error {
+	a.fetchedAt.Store(time.Now().UnixNano())
+	return nil
 }
 
 func (a *App) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {

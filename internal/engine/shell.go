@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +88,12 @@ type shell struct {
 	// after its last restored chunk.
 	catchup govern.Catchup
 	warmLag map[string]int64
+	// rejoinWhy is a rejoin held until the group's round settles
+	// (rejoin), rejoinCheck when to look again; forcedAt is when the loop
+	// last forced a rebalance (unix nanos).
+	rejoinWhy   string
+	rejoinCheck <-chan time.Time
+	forcedAt    int64
 	// writing are the commits' store writes under way, oldest first;
 	// writeTail is done of the last store write started off the loop
 	// (a commit's or a restored chunk's), which the next one waits for.
@@ -278,6 +285,12 @@ func (s *shell) next(w *wakeups) func() {
 		return func() { s.restored(c) }
 	case <-paced:
 		return func() { s.paced = nil }
+	case <-s.rejoinCheck:
+		return func() {
+			why := s.rejoinWhy
+			s.rejoinCheck, s.rejoinWhy = nil, ""
+			s.rejoin(why)
+		}
 	case j := <-a.ch.applied:
 		return func() { s.applied(j) }
 	case o := <-a.ch.opened:
@@ -596,8 +609,7 @@ func (s *shell) apply(fx []instance.Effect) {
 		case instance.ReadEnds:
 			a.readEndsAsync(e.Seq, e.Tasks)
 		case instance.Rejoin:
-			a.log.Info("rejoining the group", "why", e.Why)
-			a.group.ForceRebalance()
+			s.rejoin(e.Why)
 		case instance.Reply:
 			s.reply(e.Request)
 		case instance.Publish:
@@ -810,4 +822,55 @@ func (c loopChans) planned(l instance.Led) {
 	case c.led <- struct{}{}:
 	default: // a signal is pending: the loop takes this Led with it
 	}
+}
+
+// settleMax bounds how long a rejoin waits for a session's offset fetch:
+// a session with no new partitions fetches none. rejoinRecheck is how
+// often a held rejoin looks again.
+const (
+	settleMax     = 300 * time.Millisecond
+	rejoinRecheck = 20 * time.Millisecond
+)
+
+// rejoin asks the group for a rebalance (instance.Rejoin), unless that
+// would cut short the round before it. kgo fetches a session's committed
+// offsets after the assignment, and only then fetches the records of the
+// partitions it assigned; a rebalance forced before that offset fetch
+// ends cancels it, and those partitions wait for a later session's fetch.
+// Learners that become ready one after another ask for rounds that
+// follow each other that way: on the embedded cluster, the partitions a
+// new instance was given waited 0.5 s through two further rounds. So a
+// rejoin asked for while a round is under way (joined but not yet
+// assigned), or before the session's offsets are fetched (at most
+// settleMax after its assignment), waits for that, and the asks made
+// while it waits become one rebalance. A held rejoin waits at most a
+// rebalance timeout for a round under way.
+func (s *shell) rejoin(why string) {
+	a := s.a
+	now := time.Now().UnixNano()
+	if !roundSettled(now, max(a.joinedAt.Load(), s.forcedAt), a.assignedAt.Load(), a.fetchedAt.Load(), a.cfg.Rebalance) {
+		if s.rejoinWhy == "" {
+			s.rejoinCheck = time.After(rejoinRecheck)
+			s.rejoinWhy = why
+		} else if !strings.Contains(s.rejoinWhy, why) {
+			s.rejoinWhy += "; " + why
+		}
+		return
+	}
+	a.log.Info("rejoining the group", "why", why)
+	s.forcedAt = now
+	a.group.ForceRebalance()
+}
+
+// roundSettled reports whether a rebalance forced at now would cut no
+// round short (rejoin), given when this member last joined or forced a
+// rebalance, was last assigned, and last fetched its session's offsets
+// (unix nanos; 0: never): no round is under way (or one has been for a
+// rebalance timeout), and the session's offsets are fetched (or
+// settleMax passed since its assignment).
+func roundSettled(now, joined, assigned, fetched int64, rebalance time.Duration) bool {
+	if joined > assigned {
+		return now-joined >= rebalance.Nanoseconds()
+	}
+	return fetched >= assigned || now-assigned >= settleMax.Nanoseconds()
 }
