@@ -289,13 +289,6 @@ func eventGap(ps []Progress, from, to time.Duration) time.Duration {
 	return longest
 }
 
-// handover is the time from the last record of task the instance from
-// processed before to's first record of it (after the event started) to
-// that first record. The App's
-// first- and last-record events give exact times and are used whenever
-// there are some; progress samples are the fallback (a crashed owner
-// reports no last record). Samples are only as punctual as the sampler:
-// one taken late says the records were processed at the sample's time.
 // HandoverParts splits a moved task's handover at two events: the old
 // owner's revoke (EventRevoked: its commit done and the task given up) and
 // the new owner's assignment (EventAssigned: the task active there). Each
@@ -323,8 +316,13 @@ func (h HandoverParts) String() string {
 	return fmt.Sprintf("release %s + assign %s + first record %s ms", ms(h.Release), ms(h.Assign), ms(h.First))
 }
 
-// handover is a moved task's handover (TaskFigures.Handover) and its
-// parts.
+// handover is the time from the last record of task the instance from
+// processed before to's first record of it (after the event started) to
+// that first record, and where that time went. The App's first- and
+// last-record events give exact times and are used whenever
+// there are some; progress samples are the fallback (a crashed owner
+// reports no last record). Samples are only as punctual as the sampler:
+// one taken late says the records were processed at the sample's time.
 func handover(rec Recording, ps []Progress, w Window, task, from, to string) (time.Duration, HandoverParts) {
 	parts := HandoverParts{Release: -1, Assign: -1, First: -1}
 	first, last := time.Duration(-1), time.Duration(-1)
