@@ -204,6 +204,11 @@ type TaskStatus struct {
 	// Processed it starts at 0 when the task is opened here and restarts
 	// when it is closed and opened again.
 	Restored int64 `json:"restored"`
+	// Waiting is, for an active task, how many records this instance
+	// polled for it that wait to be processed (as counted after the last
+	// poll or processing turn): records waiting while the task makes no
+	// progress wait for the processor, none waiting means none came.
+	Waiting int64 `json:"waiting,omitempty"`
 	// Input is the task's input lag and rate, for an active task once
 	// its input partitions' end offsets were read; nil otherwise.
 	Input *InputLag `json:"input,omitempty"`
@@ -261,7 +266,7 @@ func publicStatus(s engine.Status) Status {
 		Leaving: s.Leaving, Unconfirmed: s.Unconfirmed, ConfirmedAt: s.ConfirmedAt, WorkerRate: s.WorkerRate,
 		Tasks: make([]TaskStatus, 0, len(s.Tasks))}
 	for _, t := range s.Tasks {
-		ts := TaskStatus{ID: t.ID, Role: t.Role, Lag: t.Lag, Processed: t.Processed, Restored: t.Restored, Unconfirmed: t.Unconfirmed}
+		ts := TaskStatus{ID: t.ID, Role: t.Role, Lag: t.Lag, Processed: t.Processed, Restored: t.Restored, Waiting: t.Waiting, Unconfirmed: t.Unconfirmed}
 		if t.Input != nil {
 			in := InputLag(*t.Input)
 			ts.Input = &in

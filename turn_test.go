@@ -118,3 +118,43 @@ func TestSlowProcessorKeepsItsMembership(t *testing.T) {
 		t.Errorf("a processed its whole backlog (%d records) before the rebalance took a task from it", left)
 	}
 }
+
+// TestStatusShowsWaitingRecords: an active task's records polled and not
+// yet processed show in Status (TaskStatus.Waiting) while its processor
+// works through them, and none once it has processed them all.
+func TestStatusShowsWaitingRecords(t *testing.T) {
+	tg, in, appID, top := slowTopology(t, 5*time.Millisecond)
+	prod := testProducer(t, tg.Brokers)
+	var recs []*kgo.Record
+	for i := range 200 {
+		recs = append(recs, &kgo.Record{Topic: in, Partition: int32(i % 2), Value: []byte(fmt.Sprint(i))})
+	}
+	if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	app, err := New(top, append(testTimings(), WithBrokers(tg.Brokers...), WithAppID(appID), WithInstanceID("a"),
+		WithLogger(slog.New(slog.DiscardHandler)), WithMemoryState())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilCleanup(t, app)
+	tasks := func() (processed, waiting int64) {
+		for _, ts := range app.Status().Tasks {
+			if ts.Role == "active" {
+				processed += ts.Processed
+				waiting += ts.Waiting
+			}
+		}
+		return processed, waiting
+	}
+	var most int64
+	waitFor(t, 60*time.Second, func() bool {
+		n, w := tasks()
+		most = max(most, w)
+		return n > 0 && w > 0 && n+w <= 200
+	}, func() string {
+		return fmt.Sprintf("no records shown waiting while processed (most %d): %+v", most, app.Status())
+	})
+	waitFor(t, 60*time.Second, func() bool { n, w := tasks(); return n == 200 && w == 0 },
+		func() string { return fmt.Sprintf("want 200 processed and none waiting: %+v", app.Status()) })
+}

@@ -117,11 +117,42 @@ func TestGaps(t *testing.T) {
 	if g := normalGap(ps, 150, 600); g != 350 {
 		t.Errorf("normalGap = %v, want 350 (gaps inside the window only)", g)
 	}
-	if g := eventGap(ps, 300, 1000); g != 400 {
-		t.Errorf("eventGap = %v, want 400 (stalled from 600 to the end)", g)
+	if g, from := eventGap(ps, 300, 1000); g != 400 || from != 600 {
+		t.Errorf("eventGap = %v from %v, want 400 from 600 (stalled from 600 to the end)", g, from)
 	}
-	if g := eventGap(ps, 210, 500); g != 250 {
-		t.Errorf("eventGap = %v, want 250 (stalled from 250 to the end of the window)", g)
+	if g, from := eventGap(ps, 210, 500); g != 250 || from != 250 {
+		t.Errorf("eventGap = %v from %v, want 250 from 250 (stalled from 250 to the end of the window)", g, from)
+	}
+	if g, from := eventGap(ps, 150, 700); g != 350 || from != 250 {
+		t.Errorf("eventGap = %v from %v, want 350 from 250", g, from)
+	}
+}
+
+// TestWaitingIn: records waiting in a sample inside the gap say the
+// task's records were there; samples without them say none had come; no
+// sample inside says nothing.
+func TestWaitingIn(t *testing.T) {
+	rt := []RuntimeSample{{At: 100}, {At: 200}, {At: 300}, {At: 400}, {At: 900}}
+	w := []Progress{
+		{At: 200, Instance: "a", Task: "1_0", N: 7},
+		{At: 300, Instance: "a", Task: "1_0", N: 40},
+		{At: 300, Instance: "b", Task: "1_0", N: 99},  // another owner
+		{At: 300, Instance: "a", Task: "1_1", N: 99},  // another task
+		{At: 400, Instance: "a", Task: "1_0", N: 500}, // the gap's end
+	}
+	for _, c := range []struct {
+		from, to time.Duration
+		want     int64
+	}{
+		{150, 400, 40},
+		{100, 200, -1}, // no sample strictly inside
+		{400, 900, -1},
+		{350, 450, 500},
+		{450, 1000, 0}, // a sample at 900, nothing waiting
+	} {
+		if got := waitingIn(w, rt, "1_0", "a", c.from, c.to); got != c.want {
+			t.Errorf("waiting in (%v, %v) = %d, want %d", c.from, c.to, got, c.want)
+		}
 	}
 }
 

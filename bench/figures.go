@@ -33,6 +33,12 @@ type TaskFigures struct {
 	// the baseline; LongestGap the longest one during the event.
 	NormalGap  time.Duration `json:"normal_gap_ns"`
 	LongestGap time.Duration `json:"longest_gap_ns"`
+	// GapWaiting is the most records the owner had polled for the task
+	// and waiting to be processed in a sample inside its longest gap: more
+	// than 0, the records were there and waited for the processor (the
+	// loop, the workers, the CPU); 0, none had come (the fetch, the
+	// broker); -1, no sample fell inside the gap.
+	GapWaiting int64 `json:"gap_waiting"`
 	// Handover is, for a moved task, the time from the last record the old
 	// owner processed to the first the new owner processed; when the new
 	// owner processed none before End, to End (a lower bound).
@@ -64,6 +70,8 @@ type EventFigures struct {
 	UnmovedPause  float64       `json:"unmoved_pause_ratio"`
 	UnmovedGap    time.Duration `json:"unmoved_gap_ns"`
 	UnmovedNormal time.Duration `json:"unmoved_normal_gap_ns"`
+	// UnmovedWaiting is that task's GapWaiting.
+	UnmovedWaiting int64 `json:"unmoved_waiting"`
 	// SamplerGap is the longest time between two samples of the
 	// recorder during the event: a task's gap no longer than it may be
 	// the sampler's (the process stalled), not the task's. GCShare is the
@@ -155,7 +163,9 @@ func Analyze(rec Recording, w Window, stateful func(task string) bool) EventFigu
 		}
 		tf.Moved = tf.From != "" && tf.From != tf.To
 		tf.NormalGap = normalGap(ps, w.Start-w.Baseline, w.Start)
-		tf.LongestGap = eventGap(ps, w.Start, w.End)
+		var gapFrom time.Duration
+		tf.LongestGap, gapFrom = eventGap(ps, w.Start, w.End)
+		tf.GapWaiting = waitingIn(rec.Waiting, rec.Runtime, id, tf.To, gapFrom, gapFrom+tf.LongestGap)
 		if tf.Moved {
 			tf.Handover, tf.HandoverParts = handover(rec, ps, w, id, tf.From, tf.To)
 			handovers = append(handovers, tf.Handover)
@@ -193,7 +203,7 @@ func Analyze(rec Recording, w Window, stateful func(task string) bool) EventFigu
 			}
 			if tf.NormalGap > 0 {
 				if r := float64(tf.LongestGap) / float64(tf.NormalGap); r > ef.UnmovedPause {
-					ef.UnmovedPause, ef.UnmovedGap, ef.UnmovedNormal = r, tf.LongestGap, tf.NormalGap
+					ef.UnmovedPause, ef.UnmovedGap, ef.UnmovedNormal, ef.UnmovedWaiting = r, tf.LongestGap, tf.NormalGap, tf.GapWaiting
 				}
 			}
 		}
@@ -268,25 +278,45 @@ func processFigures(rs []RuntimeSample, w Window) (time.Duration, float64) {
 			share = (rs[last].GCCPU - rs[first].GCCPU) / cpu
 		}
 	}
-	return eventGap(at, w.Start, w.End), share
+	gap, _ := eventGap(at, w.Start, w.End)
+	return gap, share
 }
 
-func eventGap(ps []Progress, from, to time.Duration) time.Duration {
-	var longest time.Duration
+func eventGap(ps []Progress, from, to time.Duration) (longest, start time.Duration) {
 	prev := time.Duration(-1)
 	for _, p := range ps {
 		if p.At > to {
 			break
 		}
-		if prev >= 0 && p.At > from {
-			longest = max(longest, p.At-prev)
+		if prev >= 0 && p.At > from && p.At-prev > longest {
+			longest, start = p.At-prev, prev
 		}
 		prev = p.At
 	}
-	if prev >= 0 && prev < to {
-		longest = max(longest, to-prev)
+	if prev >= 0 && prev < to && to-prev > longest {
+		longest, start = to-prev, prev
 	}
-	return longest
+	return longest, start
+}
+
+// waitingIn is TaskFigures.GapWaiting: the most records task had waiting
+// on inst in a sample strictly between from and to, 0 if samples fell
+// there and none showed any, -1 if no sample did (the recorder samples
+// every instance each time: its runtime samples say when it did).
+func waitingIn(waiting []Progress, runtime []RuntimeSample, task, inst string, from, to time.Duration) int64 {
+	most := int64(-1)
+	for _, r := range runtime {
+		if r.At > from && r.At < to {
+			most = 0
+			break
+		}
+	}
+	for _, p := range waiting {
+		if p.Task == task && p.Instance == inst && p.At > from && p.At < to {
+			most = max(most, p.N)
+		}
+	}
+	return most
 }
 
 // HandoverParts splits a moved task's handover at two events: the old

@@ -26,6 +26,9 @@ type Recording struct {
 	Start    time.Time     `json:"start"`
 	Interval time.Duration `json:"sample_interval_ns"`
 	Progress []Progress    `json:"-"`
+	// Waiting is, at each sample, an active task's records polled and
+	// waiting to be processed (Status' TaskStatus.Waiting), when any.
+	Waiting []Progress `json:"-"`
 	// Runtime is the process at each sample: what separates a stall of
 	// the tasks from one of the process (the sampler late, the
 	// collector's share of the CPU).
@@ -46,6 +49,7 @@ type Recorder struct {
 	insts   []watched
 	last    map[[2]string]int64 // (instance, task) -> processed at the last sample
 	prog    []Progress
+	waiting []Progress
 	totals  map[string]int64 // by task id prefix "<subtopology>_"
 }
 
@@ -115,6 +119,9 @@ func (r *Recorder) Sample() {
 				continue
 			}
 			active[t.ID] = true
+			if t.Waiting > 0 {
+				r.waiting = append(r.waiting, Progress{At: at, Instance: in.id, Task: t.ID, N: t.Waiting})
+			}
 			k := [2]string{in.id, t.ID}
 			prev := r.last[k] // 0 for a task new here
 			if t.Processed < prev {
@@ -159,7 +166,7 @@ func (r *Recorder) Snapshot() Recording {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return Recording{Start: r.start, Interval: r.interval, Runtime: append([]RuntimeSample(nil), r.runtime...),
-		Progress: append([]Progress(nil), r.prog...), Events: append([]baton.Event(nil), r.events...)}
+		Progress: append([]Progress(nil), r.prog...), Waiting: append([]Progress(nil), r.waiting...), Events: append([]baton.Event(nil), r.events...)}
 }
 
 // total is the records processed by the tasks of one subtopology (prefix

@@ -291,7 +291,7 @@ func (a *App) publish(s *instance.Snapshot) {
 	for _, tv := range s.Tasks {
 		v := taskView{id: tv.ID, role: tv.State.Role, lag: tv.Lag}
 		if t, ok := a.tasks[tv.ID]; ok {
-			v.processed, v.restored = &t.Processed, &t.Restored
+			v.processed, v.restored, v.waiting = &t.Processed, &t.Restored, &t.Waiting
 		}
 		view = append(view, v)
 		a.metrics.Lag.WithLabelValues(tv.ID, tv.State.Role.String()).Set(float64(tv.Lag))

@@ -96,6 +96,7 @@ type TaskStatus struct {
 	Lag         int64
 	Processed   int64
 	Restored    int64
+	Waiting     int64
 	Input       *InputLag
 	Unconfirmed bool
 }

@@ -436,6 +436,15 @@ func (s *shell) polled(f kgo.Fetches) {
 	s.pollIfCaughtUp()
 	s.dispatch()
 	s.pollIfCaughtUp()
+	s.countWaiting()
+}
+
+// countWaiting publishes how many polled records wait for each task
+// (work.Task.Waiting).
+func (s *shell) countWaiting() {
+	for id, t := range s.a.tasks {
+		t.Waiting.Store(int64(len(s.a.backlog[id])))
+	}
 }
 
 // pollIfCaughtUp asks for more input unless the backlog already holds a
@@ -546,6 +555,7 @@ func (s *shell) dispatch() {
 			}
 		}
 	}
+	s.countWaiting()
 	if e := failed.Load(); e != nil {
 		a.fail(*e)
 	}

@@ -17,6 +17,7 @@ type taskView struct {
 	lag       int64
 	processed *atomic.Int64 // nil for a task not open yet
 	restored  *atomic.Int64 // nil for a task not open yet
+	waiting   *atomic.Int64 // nil for a task not open yet
 }
 
 // statusView is what Status reports, as the loop last published it: the
@@ -69,6 +70,9 @@ func (a *App) Status() Status {
 			}
 			if v.restored != nil {
 				ts.Restored = v.restored.Load()
+			}
+			if v.waiting != nil && v.role == lifecycle.Active {
+				ts.Waiting = v.waiting.Load()
 			}
 			if ts.Processed != 0 || ts.Restored != 0 || st.Totals[v.id] != (TaskTotals{}) {
 				c := st.Totals[v.id]

@@ -81,6 +81,9 @@ type Task struct {
 	Punctuated time.Time
 
 	Processed atomic.Int64
+	// Waiting is how many polled records wait for the task's processor,
+	// as the loop last counted them (after each poll and each turn).
+	Waiting atomic.Int64
 	// Restored counts changelog records restored into the stores while
 	// the task was active here, over the life of this task (Replayed
 	// restarts at each activation; this does not).
