@@ -86,9 +86,17 @@ type Status struct {
 	// and it will learn so when it reaches the group again. ConfirmedAt
 	// is the last answered heartbeat or assignment (zero before the
 	// first).
-	Unconfirmed bool         `json:"unconfirmed,omitempty"`
-	ConfirmedAt time.Time    `json:"confirmed_at"`
-	Tasks       []TaskStatus `json:"tasks"`
+	Unconfirmed bool      `json:"unconfirmed,omitempty"`
+	ConfirmedAt time.Time `json:"confirmed_at"`
+	// PolledAt is when the last poll of the input came back, with
+	// records or without (zero before the first), and Polling says a
+	// poll was asked for since and is under way (a poll waits up to
+	// 100 ms for records). A task whose records stopped coming while
+	// polls were under way waits for the fetch (the brokers, the
+	// client); one while none was asked for, for this instance's loop.
+	PolledAt time.Time    `json:"polled_at"`
+	Polling  bool         `json:"polling"`
+	Tasks    []TaskStatus `json:"tasks"`
 	// Totals are each task's counters summed over every time it was
 	// open on this instance (this App), the closed times included:
 	// unlike TaskStatus's, they only grow. A task that never processed
@@ -263,7 +271,7 @@ func publicEvent(e engine.Event) Event {
 // types of both have the same fields, which the conversions check.
 func publicStatus(s engine.Status) Status {
 	st := Status{AppID: s.AppID, Instance: s.Instance, Generation: s.Generation, Leader: s.Leader, Workers: s.Workers,
-		Leaving: s.Leaving, Unconfirmed: s.Unconfirmed, ConfirmedAt: s.ConfirmedAt, WorkerRate: s.WorkerRate,
+		Leaving: s.Leaving, Unconfirmed: s.Unconfirmed, ConfirmedAt: s.ConfirmedAt, PolledAt: s.PolledAt, Polling: s.Polling, WorkerRate: s.WorkerRate,
 		Tasks: make([]TaskStatus, 0, len(s.Tasks))}
 	for _, t := range s.Tasks {
 		ts := TaskStatus{ID: t.ID, Role: t.Role, Lag: t.Lag, Processed: t.Processed, Restored: t.Restored, Waiting: t.Waiting, Unconfirmed: t.Unconfirmed}

@@ -157,4 +157,15 @@ func TestStatusShowsWaitingRecords(t *testing.T) {
 	})
 	waitFor(t, 60*time.Second, func() bool { n, w := tasks(); return n == 200 && w == 0 },
 		func() string { return fmt.Sprintf("want 200 processed and none waiting: %+v", app.Status()) })
+	// Polls go on with nothing to read: each comes back within the poll's
+	// wait (100 ms).
+	first := app.Status().PolledAt
+	polling := false
+	waitFor(t, 30*time.Second, func() bool {
+		st := app.Status()
+		polling = polling || st.Polling
+		return !first.IsZero() && st.PolledAt.After(first) && polling
+	}, func() string {
+		return fmt.Sprintf("no poll seen under way and back after %v: %+v", first, app.Status())
+	})
 }

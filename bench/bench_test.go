@@ -150,7 +150,7 @@ func TestWaitingIn(t *testing.T) {
 		{350, 450, 500},
 		{450, 1000, 0}, // a sample at 900, nothing waiting
 	} {
-		if got := waitingIn(w, rt, "1_0", "a", c.from, c.to); got != c.want {
+		if got := mostIn(w, rt, "1_0", "a", c.from, c.to); got != c.want {
 			t.Errorf("waiting in (%v, %v) = %d, want %d", c.from, c.to, got, c.want)
 		}
 	}

@@ -39,6 +39,13 @@ type TaskFigures struct {
 	// loop, the workers, the CPU); 0, none had come (the fetch, the
 	// broker); -1, no sample fell inside the gap.
 	GapWaiting int64 `json:"gap_waiting"`
+	// GapFetchWait is the longest the owner had waited for a poll under
+	// way, and GapLoopWait the longest since a poll came back with none
+	// asked for since, in samples inside that gap (Status.PolledAt and
+	// Polling): the first is the fetch's share, the second the loop's.
+	// 0 when no sample inside showed that case.
+	GapFetchWait time.Duration `json:"gap_fetch_wait_ns"`
+	GapLoopWait  time.Duration `json:"gap_loop_wait_ns"`
 	// Handover is, for a moved task, the time from the last record the old
 	// owner processed to the first the new owner processed; when the new
 	// owner processed none before End, to End (a lower bound).
@@ -71,7 +78,9 @@ type EventFigures struct {
 	UnmovedGap    time.Duration `json:"unmoved_gap_ns"`
 	UnmovedNormal time.Duration `json:"unmoved_normal_gap_ns"`
 	// UnmovedWaiting is that task's GapWaiting.
-	UnmovedWaiting int64 `json:"unmoved_waiting"`
+	UnmovedWaiting   int64         `json:"unmoved_waiting"`
+	UnmovedFetchWait time.Duration `json:"unmoved_fetch_wait_ns"`
+	UnmovedLoopWait  time.Duration `json:"unmoved_loop_wait_ns"`
 	// SamplerGap is the longest time between two samples of the
 	// recorder during the event: a task's gap no longer than it may be
 	// the sampler's (the process stalled), not the task's. GCShare is the
@@ -165,7 +174,10 @@ func Analyze(rec Recording, w Window, stateful func(task string) bool) EventFigu
 		tf.NormalGap = normalGap(ps, w.Start-w.Baseline, w.Start)
 		var gapFrom time.Duration
 		tf.LongestGap, gapFrom = eventGap(ps, w.Start, w.End)
-		tf.GapWaiting = waitingIn(rec.Waiting, rec.Runtime, id, tf.To, gapFrom, gapFrom+tf.LongestGap)
+		gapTo := gapFrom + tf.LongestGap
+		tf.GapWaiting = mostIn(rec.Waiting, rec.Runtime, id, tf.To, gapFrom, gapTo)
+		tf.GapFetchWait = time.Duration(max(0, mostIn(rec.FetchWait, rec.Runtime, "", tf.To, gapFrom, gapTo)))
+		tf.GapLoopWait = time.Duration(max(0, mostIn(rec.LoopWait, rec.Runtime, "", tf.To, gapFrom, gapTo)))
 		if tf.Moved {
 			tf.Handover, tf.HandoverParts = handover(rec, ps, w, id, tf.From, tf.To)
 			handovers = append(handovers, tf.Handover)
@@ -203,7 +215,8 @@ func Analyze(rec Recording, w Window, stateful func(task string) bool) EventFigu
 			}
 			if tf.NormalGap > 0 {
 				if r := float64(tf.LongestGap) / float64(tf.NormalGap); r > ef.UnmovedPause {
-					ef.UnmovedPause, ef.UnmovedGap, ef.UnmovedNormal, ef.UnmovedWaiting = r, tf.LongestGap, tf.NormalGap, tf.GapWaiting
+					ef.UnmovedPause, ef.UnmovedGap, ef.UnmovedNormal = r, tf.LongestGap, tf.NormalGap
+					ef.UnmovedWaiting, ef.UnmovedFetchWait, ef.UnmovedLoopWait = tf.GapWaiting, tf.GapFetchWait, tf.GapLoopWait
 				}
 			}
 		}
@@ -299,11 +312,11 @@ func eventGap(ps []Progress, from, to time.Duration) (longest, start time.Durati
 	return longest, start
 }
 
-// waitingIn is TaskFigures.GapWaiting: the most records task had waiting
-// on inst in a sample strictly between from and to, 0 if samples fell
-// there and none showed any, -1 if no sample did (the recorder samples
-// every instance each time: its runtime samples say when it did).
-func waitingIn(waiting []Progress, runtime []RuntimeSample, task, inst string, from, to time.Duration) int64 {
+// mostIn is the largest N of the samples of task on inst strictly between
+// from and to (TaskFigures.GapWaiting, GapPollAge), 0 if samples fell
+// there and none of them showed any, -1 if no sample did (the recorder
+// samples every instance each time: its runtime samples say when it did).
+func mostIn(samples []Progress, runtime []RuntimeSample, task, inst string, from, to time.Duration) int64 {
 	most := int64(-1)
 	for _, r := range runtime {
 		if r.At > from && r.At < to {
@@ -311,7 +324,7 @@ func waitingIn(waiting []Progress, runtime []RuntimeSample, task, inst string, f
 			break
 		}
 	}
-	for _, p := range waiting {
+	for _, p := range samples {
 		if p.Task == task && p.Instance == inst && p.At > from && p.At < to {
 			most = max(most, p.N)
 		}

@@ -29,6 +29,13 @@ type Recording struct {
 	// Waiting is, at each sample, an active task's records polled and
 	// waiting to be processed (Status' TaskStatus.Waiting), when any.
 	Waiting []Progress `json:"-"`
+	// FetchWait and LoopWait are, at each sample, how long ago each
+	// instance's last poll of its input came back (N, in nanoseconds;
+	// Task empty): in FetchWait when a poll was under way (it waited for
+	// the fetch), in LoopWait when none was asked for (the loop had not
+	// asked).
+	FetchWait []Progress `json:"-"`
+	LoopWait  []Progress `json:"-"`
 	// Runtime is the process at each sample: what separates a stall of
 	// the tasks from one of the process (the sampler late, the
 	// collector's share of the CPU).
@@ -43,14 +50,16 @@ type Recorder struct {
 	start    time.Time
 	interval time.Duration
 
-	mu      sync.Mutex // guards the fields below
-	runtime []RuntimeSample
-	events  []baton.Event
-	insts   []watched
-	last    map[[2]string]int64 // (instance, task) -> processed at the last sample
-	prog    []Progress
-	waiting []Progress
-	totals  map[string]int64 // by task id prefix "<subtopology>_"
+	mu        sync.Mutex // guards the fields below
+	runtime   []RuntimeSample
+	events    []baton.Event
+	insts     []watched
+	last      map[[2]string]int64 // (instance, task) -> processed at the last sample
+	prog      []Progress
+	waiting   []Progress
+	fetchWait []Progress
+	loopWait  []Progress
+	totals    map[string]int64 // by task id prefix "<subtopology>_"
 }
 
 // watched is an instance a Recorder samples.
@@ -113,6 +122,14 @@ func (r *Recorder) Sample() {
 		st := in.app.Status()
 		at := time.Since(r.start)
 		r.mu.Lock()
+		if !st.PolledAt.IsZero() {
+			p := Progress{At: at, Instance: in.id, N: int64(time.Since(st.PolledAt))}
+			if st.Polling {
+				r.fetchWait = append(r.fetchWait, p)
+			} else {
+				r.loopWait = append(r.loopWait, p)
+			}
+		}
 		active := map[string]bool{}
 		for _, t := range st.Tasks {
 			if t.Role != "active" {
@@ -166,7 +183,8 @@ func (r *Recorder) Snapshot() Recording {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return Recording{Start: r.start, Interval: r.interval, Runtime: append([]RuntimeSample(nil), r.runtime...),
-		Progress: append([]Progress(nil), r.prog...), Waiting: append([]Progress(nil), r.waiting...), Events: append([]baton.Event(nil), r.events...)}
+		Progress: append([]Progress(nil), r.prog...), Waiting: append([]Progress(nil), r.waiting...),
+		FetchWait: append([]Progress(nil), r.fetchWait...), LoopWait: append([]Progress(nil), r.loopWait...), Events: append([]baton.Event(nil), r.events...)}
 }
 
 // total is the records processed by the tasks of one subtopology (prefix

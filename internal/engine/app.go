@@ -112,6 +112,10 @@ type App struct {
 	// a session's partitions (kgo fetches them after the assignment and
 	// before it fetches records); the loop holds rejoins until it (rejoin).
 	fetchedAt atomic.Int64
+	// polledAt: unix nanos of the last poll's answer (Status.PolledAt),
+	// written by the loop.
+	polledAt  atomic.Int64
+	pollAsked atomic.Int64 // unix nanos of the last poll asked for
 	// sentLags: the lags of the last subscription, written where kgo's
 	// group goroutine asks for it (Subscription) and cleared at Run's
 	// start; the loop hands them to the core with the assignment.

@@ -49,6 +49,8 @@ type Status struct {
 	Leaving      bool
 	Unconfirmed  bool
 	ConfirmedAt  time.Time
+	PolledAt     time.Time
+	Polling      bool
 	Tasks        []TaskStatus
 	Totals       map[string]TaskTotals
 	Plan         *PlanStatus

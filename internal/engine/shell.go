@@ -366,6 +366,7 @@ func (s *shell) requestPoll() {
 		return
 	}
 	s.polling = true
+	s.a.pollAsked.Store(time.Now().UnixNano())
 	s.a.ch.pollReq <- struct{}{}
 }
 
@@ -406,6 +407,7 @@ func (a *App) stopPolling() {
 func (s *shell) polled(f kgo.Fetches) {
 	a := s.a
 	s.polling = false
+	a.polledAt.Store(time.Now().UnixNano())
 	if f.IsClientClosed() {
 		a.fail(errors.New("baton: client closed"))
 		return

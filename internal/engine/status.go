@@ -50,6 +50,10 @@ func (a *App) forgetTask(id string) {
 func (a *App) Status() Status {
 	st := Status{AppID: a.cfg.AppID, Instance: a.cfg.InstanceID, Workers: a.cfg.Workers, Leaving: a.leaving.Load(), Tasks: []TaskStatus{}}
 	st.ConfirmedAt, st.Unconfirmed = a.confirmation(time.Now())
+	if at := a.polledAt.Load(); at > 0 {
+		st.PolledAt = time.Unix(0, at)
+	}
+	st.Polling = a.pollAsked.Load() > a.polledAt.Load()
 	if g := a.groupClient.Load(); g != nil {
 		_, gen := g.GroupMetadata()
 		st.Generation = gen
