@@ -81,6 +81,12 @@ type EventFigures struct {
 	UnmovedWaiting   int64         `json:"unmoved_waiting"`
 	UnmovedFetchWait time.Duration `json:"unmoved_fetch_wait_ns"`
 	UnmovedLoopWait  time.Duration `json:"unmoved_loop_wait_ns"`
+	// InputGap is the longest time during the event between samples that
+	// saw more input acknowledged (Recording.Input), and InputNormal the
+	// longest in the baseline: every task pauses at least as long as
+	// its input does. 0 when the input was not watched.
+	InputGap    time.Duration `json:"input_gap_ns"`
+	InputNormal time.Duration `json:"input_normal_gap_ns"`
 	// SamplerGap is the longest time between two samples of the
 	// recorder during the event: a task's gap no longer than it may be
 	// the sampler's (the process stalled), not the task's. GCShare is the
@@ -136,6 +142,10 @@ func Analyze(rec Recording, w Window, stateful func(task string) bool) EventFigu
 		ef.TimeToBalance = w.Balanced - w.Start
 	}
 	ef.SamplerGap, ef.GCShare = processFigures(rec.Runtime, w)
+	if len(rec.Input) > 0 {
+		ef.InputGap, _ = eventGap(rec.Input, w.Start, w.End)
+		ef.InputNormal = normalGap(rec.Input, w.Start-w.Baseline, w.Start)
+	}
 	byTask := map[string][]Progress{}
 	for _, p := range rec.Progress {
 		if p.At <= w.End {

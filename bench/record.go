@@ -36,6 +36,10 @@ type Recording struct {
 	// asked).
 	FetchWait []Progress `json:"-"`
 	LoopWait  []Progress `json:"-"`
+	// Input is, at each sample that saw more of the input acknowledged by
+	// the cluster than the one before, how much more (Task and Instance
+	// empty; see WatchInput).
+	Input []Progress `json:"-"`
 	// Runtime is the process at each sample: what separates a stall of
 	// the tasks from one of the process (the sampler late, the
 	// collector's share of the CPU).
@@ -59,6 +63,9 @@ type Recorder struct {
 	waiting   []Progress
 	fetchWait []Progress
 	loopWait  []Progress
+	input     []Progress
+	produced  func() int64 // the input acknowledged so far; nil: not watched
+	lastIn    int64
 	totals    map[string]int64 // by task id prefix "<subtopology>_"
 }
 
@@ -85,6 +92,15 @@ func (r *Recorder) Listen(e baton.Event) {
 func (r *Recorder) Watch(id string, app *baton.App) {
 	r.mu.Lock()
 	r.insts = append(r.insts, watched{id, app})
+	r.mu.Unlock()
+}
+
+// WatchInput has every sample note how much of the input the cluster
+// acknowledged (produced counts it): a pause of every task that is a
+// pause of the input shows there too.
+func (r *Recorder) WatchInput(produced func() int64) {
+	r.mu.Lock()
+	r.produced = produced
 	r.mu.Unlock()
 }
 
@@ -116,6 +132,12 @@ func (r *Recorder) Sample() {
 	}
 	r.mu.Lock()
 	r.runtime = append(r.runtime, rs)
+	if r.produced != nil {
+		if n := r.produced(); n > r.lastIn {
+			r.input = append(r.input, Progress{At: rs.At, N: n - r.lastIn})
+			r.lastIn = n
+		}
+	}
 	insts := append([]watched(nil), r.insts...)
 	r.mu.Unlock()
 	for _, in := range insts {
@@ -184,7 +206,8 @@ func (r *Recorder) Snapshot() Recording {
 	defer r.mu.Unlock()
 	return Recording{Start: r.start, Interval: r.interval, Runtime: append([]RuntimeSample(nil), r.runtime...),
 		Progress: append([]Progress(nil), r.prog...), Waiting: append([]Progress(nil), r.waiting...),
-		FetchWait: append([]Progress(nil), r.fetchWait...), LoopWait: append([]Progress(nil), r.loopWait...), Events: append([]baton.Event(nil), r.events...)}
+		FetchWait: append([]Progress(nil), r.fetchWait...), LoopWait: append([]Progress(nil), r.loopWait...),
+		Input: append([]Progress(nil), r.input...), Events: append([]baton.Event(nil), r.events...)}
 }
 
 // total is the records processed by the tasks of one subtopology (prefix

@@ -14,7 +14,7 @@ import (
 // policy.
 func PrintScale(w io.Writer, res *ScaleResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "event\tpolicy\tbalanced\tmoved\thandover max\tmedian\tunmoved longest gap\tvs normal\twaiting in gap\tfetch/loop wait in gap\tunmoved revoked\treplayed (critical path)\tmax lag at assign\tcold\tlearner restore\tthroughput dip\tsampler gap\tGC CPU\t")
+	fmt.Fprintln(tw, "event\tpolicy\tbalanced\tmoved\thandover max\tmedian\tunmoved longest gap\tvs normal\twaiting in gap\tfetch/loop wait in gap\tinput gap (normal)\tunmoved revoked\treplayed (critical path)\tmax lag at assign\tcold\tlearner restore\tthroughput dip\tsampler gap\tGC CPU\t")
 	var events []string
 	seen := map[string]bool{}
 	for _, r := range res.Runs {
@@ -29,7 +29,7 @@ func PrintScale(w io.Writer, res *ScaleResult) error {
 		for _, r := range res.Runs {
 			ef := r.event(name)
 			if ef == nil {
-				fmt.Fprintf(tw, "%s\t%s\t(not run)\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n", name, r.Policy)
+				fmt.Fprintf(tw, "%s\t%s\t(not run)\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\n", name, r.Policy)
 				continue
 			}
 			bal := "never"
@@ -48,13 +48,17 @@ func PrintScale(w io.Writer, res *ScaleResult) error {
 			if ef.UnmovedNormal > 0 {
 				pollAge = fmt.Sprintf("%d/%dms", ef.UnmovedFetchWait.Milliseconds(), ef.UnmovedLoopWait.Milliseconds())
 			}
+			input := "-"
+			if ef.InputGap > 0 {
+				input = fmt.Sprintf("%s (%s)", ms(ef.InputGap), ms(ef.InputNormal))
+			}
 			learner := "-"
 			if ef.LearnerRestoreMax > 0 {
 				learner = secs(ef.LearnerRestoreMax)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%d (max %d)\t%d\t%d\t%s\t%.0f%%\t%s\t%.0f%%\t\n",
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%d (max %d)\t%d\t%d\t%s\t%.0f%%\t%s\t%.0f%%\t\n",
 				name, r.Policy, bal, ef.Moved, ms(ef.HandoverMax), ms(ef.HandoverMedian),
-				ms(ef.UnmovedGap), ratio, waiting, pollAge, ef.UnmovedRevoked, ef.Unmoved,
+				ms(ef.UnmovedGap), ratio, waiting, pollAge, input, ef.UnmovedRevoked, ef.Unmoved,
 				ef.ReplayedSum, ef.ReplayedMax, ef.AssignedLagMax, ef.Cold, learner, 100*ef.Dip,
 				ms(ef.SamplerGap), 100*ef.GCShare)
 		}

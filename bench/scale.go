@@ -251,6 +251,7 @@ func (s *script) play() error {
 	}
 	s.logf("i1 and i2 processed the prefill; steady input at %d lines/s", s.cfg.Rate)
 	s.flow = s.e.startFlow(s.cfg.Rate, s.cfg.Keys)
+	s.rec.WatchInput(s.flow.produced.Load)
 	s.pause(s.cfg.Steady)
 
 	// out: a third instance joins.
