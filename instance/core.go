@@ -412,28 +412,6 @@ func (c *Core) assignment(a Assignment) {
 		c.note(Note{Kind: kind, Task: id, Lag: c.lag(t)})
 	}
 	c.readyAfterSubscribing(a)
-	c.joinFollowup(a)
-}
-
-// joinFollowup asks at once for the follow-up round of a plan that
-// revoked tasks to assign them in that round, unless this member revokes
-// some itself (it rejoins once they are committed and given up, and that
-// starts the round). Without it, a member learns of the round at its
-// next heartbeat, a heartbeat interval after the session began, which
-// every cooperative move then waited: the old owner's revoke came first,
-// and the new owner's assignment one heartbeat interval after it. The
-// group waits for the revoking member's join before it completes the
-// round, so an early join cuts no revoke short.
-func (c *Core) joinFollowup(a Assignment) {
-	if !a.Followup {
-		return
-	}
-	for id, t := range c.tasks {
-		if t.life.Role == lifecycle.Active && !slices.Contains(a.Active, id) {
-			return // this member revokes id: its own rejoin starts the round
-		}
-	}
-	c.emit(Rejoin{Why: "follow-up round"})
 }
 
 // readyAfterSubscribing asks for another round when the assignment keeps

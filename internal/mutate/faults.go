@@ -30,14 +30,6 @@ var faults = []fault{
 		tests: []tests{{".", "^TestActiveRestoresNeverWait$"}},
 	},
 	{
-		name:  "followup-join-while-revoking",
-		what:  "a member that revokes tasks for a follow-up round asks for the round at once too, before its revoke is committed",
-		file:  "instance/core.go",
-		old:   "\t\t\treturn // this member revokes id: its own rejoin starts the round\n",
-		new:   "\t\t\tbreak\n",
-		tests: []tests{{"./instance", "^TestScenarios$"}},
-	},
-	{
 		name:  "catchup-never-behind",
 		what:  "the restore governor never finds a warm copy behind: a learner whose changelog outgrows its share yields forever",
 		file:  "internal/govern/govern.go",
