@@ -198,7 +198,12 @@ func (s *shell) awaitApply(id string) {
 	if j == nil || id != "" && !j.has(id) {
 		return
 	}
-	<-j.done
+	select {
+	case <-j.done:
+	default:
+		s.a.metrics.RestoreWriteWaits.Inc()
+		<-j.done
+	}
 	s.settle(j)
 }
 

@@ -17,19 +17,22 @@ type Set struct {
 	// RestoreYielded is the time warm copies' restores waited for busy
 	// active tasks (internal/govern).
 	RestoreYielded prometheus.Counter
-	Lag            *prometheus.GaugeVec
-	Rebalances     prometheus.Counter
-	MemberRestarts prometheus.Counter
-	Replayed       prometheus.Counter
-	CommitSeconds  prometheus.Histogram
-	Handover       prometheus.Histogram
-	BadRecords     *prometheus.CounterVec
-	Learners       prometheus.Gauge
-	Generation     prometheus.Gauge
-	Rebalance      prometheus.Histogram
-	LoopTurn       prometheus.Histogram
-	Transactions   *prometheus.CounterVec
-	CommitsGivenUp prometheus.Counter
+	// RestoreWriteWaits counts the loop's waits for a restored chunk's
+	// write to end (before what must not overlap it).
+	RestoreWriteWaits prometheus.Counter
+	Lag               *prometheus.GaugeVec
+	Rebalances        prometheus.Counter
+	MemberRestarts    prometheus.Counter
+	Replayed          prometheus.Counter
+	CommitSeconds     prometheus.Histogram
+	Handover          prometheus.Histogram
+	BadRecords        *prometheus.CounterVec
+	Learners          prometheus.Gauge
+	Generation        prometheus.Gauge
+	Rebalance         prometheus.Histogram
+	LoopTurn          prometheus.Histogram
+	Transactions      *prometheus.CounterVec
+	CommitsGivenUp    prometheus.Counter
 
 	// Input lag and rates, per active task, and what the workers sustain
 	// (docs/autoscaling.md).
@@ -56,6 +59,8 @@ func New(r prometheus.Registerer, appID, instance string) *Set {
 			Help: "Changelog records restored into local state, by task.", ConstLabels: labels}, []string{"task"}),
 		RestoreYielded: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_restore_yielded_seconds_total",
 			Help: "Time the restores of standbys and learners waited for busy active tasks.", ConstLabels: labels}),
+		RestoreWriteWaits: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_restore_write_waits_total",
+			Help: "Times the control loop waited for a restored chunk's write to end: before processing a task whose store the chunk writes, or a rewind.", ConstLabels: labels}),
 		Lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_task_lag_records",
 			Help: "Records the task's local state is behind its changelog, by task and role.", ConstLabels: labels}, []string{"task", "role"}),
 		Rebalances: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_rebalances_total",
@@ -106,7 +111,7 @@ func New(r prometheus.Registerer, appID, instance string) *Set {
 			Help: "Records per second arriving on all the group's input partitions over the last 30s. Only the leader has this series.", ConstLabels: labels}, nil),
 	}
 	if r != nil {
-		for _, c := range []prometheus.Collector{m.Processed, m.Late, m.Restored, m.RestoreYielded, m.Lag, m.Rebalances, m.Replayed, m.CommitSeconds, m.Handover, m.BadRecords, m.Learners, m.Generation, m.Rebalance, m.LoopTurn, m.Transactions, m.CommitsGivenUp, m.MemberRestarts,
+		for _, c := range []prometheus.Collector{m.Processed, m.Late, m.Restored, m.RestoreYielded, m.RestoreWriteWaits, m.Lag, m.Rebalances, m.Replayed, m.CommitSeconds, m.Handover, m.BadRecords, m.Learners, m.Generation, m.Rebalance, m.LoopTurn, m.Transactions, m.CommitsGivenUp, m.MemberRestarts,
 			m.InputLagRecords, m.InputLagSeconds, m.InputRate, m.WorkerBusy, m.WorkerRate, m.Desired, m.GroupLag, m.GroupRate} {
 			_ = r.Register(c)
 		}
