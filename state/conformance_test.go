@@ -7,6 +7,9 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -321,6 +324,7 @@ func TestStoreClosed(t *testing.T) {
 			"iterate":    s.Iterate(nil, nil, func(k, v []byte) error { return nil }),
 			"apply":      s.Apply(&b, 1),
 			"checkpoint": func() error { _, _, err := s.Checkpoint(); return err }(),
+			"read":       func() error { _, _, _, err := s.Read(nil); return err }(),
 			"wipe":       s.Wipe(),
 			"close":      s.Close(),
 		} {
@@ -328,6 +332,61 @@ func TestStoreClosed(t *testing.T) {
 				t.Errorf("%s after close: err = %v, want ErrClosed", name, err)
 			}
 		}
+	})
+}
+
+// TestStoreReadFromOutside reads one key from other goroutines while the
+// owner applies batches, wipes the store and closes it: every read sees a
+// value and a checkpoint of the same moment (the key holds the offset it
+// was written at, minus one), and after the close every read says
+// ErrClosed instead of failing otherwise.
+func TestStoreReadFromOutside(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s Store) {
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		reads := make([]int, 4)
+		for r := range reads {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for !stop.Load() {
+					v, found, ckpt, err := s.Read([]byte("k"))
+					if errors.Is(err, ErrClosed) {
+						return
+					}
+					if err != nil {
+						t.Errorf("read: %v", err)
+						return
+					}
+					want := ""
+					if ckpt > 0 {
+						want = strconv.FormatInt(ckpt-1, 10)
+					}
+					if string(v) != want || found != (ckpt > 0) {
+						t.Errorf("read at checkpoint %d: value %q found %v, want %q", ckpt, v, found, want)
+						return
+					}
+					reads[r]++
+				}
+			}()
+		}
+		for off := int64(1); off <= 300; off++ {
+			apply(t, s, off, "k="+strconv.FormatInt(off-1, 10))
+			if off == 150 {
+				if err := s.Wipe(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		stop.Store(true)
+		if _, _, _, err := s.Read([]byte("k")); !errors.Is(err, ErrClosed) {
+			t.Errorf("read after close: %v, want ErrClosed", err)
+		}
+		t.Logf("reads per reader: %v", reads)
 	})
 }
 

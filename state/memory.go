@@ -126,6 +126,17 @@ func (m *MemoryStore) Apply(b *Batch, changelogOffset int64) error {
 	return nil
 }
 
+// Read implements Store.
+func (m *MemoryStore) Read(key []byte) ([]byte, bool, int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.closed {
+		return nil, false, 0, m.errClosed()
+	}
+	v, ok := m.mu.data[string(key)]
+	return append([]byte(nil), v...), ok, max(m.mu.ckpt, 0), nil
+}
+
 // Checkpoint implements Store.
 func (m *MemoryStore) Checkpoint() (int64, bool, error) {
 	m.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -41,6 +42,14 @@ const checkpointFormat byte = 1
 
 func checkpointValue(offset int64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{checkpointFormat}, uint64(offset))
+}
+
+// parseCheckpoint reads a checkpoint record; false if it is not one.
+func parseCheckpoint(v []byte) (int64, bool) {
+	if len(v) != 9 || v[0] != checkpointFormat || int64(binary.BigEndian.Uint64(v[1:])) < 0 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(v[1:])), true
 }
 
 // options are set by Option values.
@@ -106,9 +115,13 @@ type PebbleStore struct {
 	readOnly         bool // opened by ListLocal
 
 	// db and lock are replaced by Wipe, which the caller never runs
-	// concurrently with other methods.
+	// concurrently with other methods, Read excepted.
 	db   *pebble.DB
 	lock *pebble.Lock
+	// readers is held shared by Read, the one method other goroutines
+	// call, and exclusively by Wipe and Close while they close or
+	// replace db: a query's read ends before the database goes.
+	readers sync.RWMutex
 
 	ckpt      atomic.Int64 // -1: none; written only by Apply and Wipe
 	closed    atomic.Bool
@@ -278,10 +291,11 @@ func (s *PebbleStore) checkRecords() error {
 	}
 	s.ckpt.Store(-1)
 	if ok {
-		if len(v) != 9 || v[0] != checkpointFormat || int64(binary.BigEndian.Uint64(v[1:])) < 0 {
+		c, valid := parseCheckpoint(v)
+		if !valid {
 			return corrupt(s.task, s.store, s.dir, fmt.Errorf("unreadable checkpoint record %x", v))
 		}
-		s.ckpt.Store(int64(binary.BigEndian.Uint64(v[1:])))
+		s.ckpt.Store(c)
 	}
 	return nil
 }
@@ -341,6 +355,44 @@ func (s *PebbleStore) Get(key []byte) ([]byte, bool, error) {
 		return nil, false, s.wrap("get", err)
 	}
 	return v, ok, nil
+}
+
+// Read implements Store: the value and the checkpoint come from one
+// Pebble snapshot.
+func (s *PebbleStore) Read(key []byte) ([]byte, bool, int64, error) {
+	s.readers.RLock()
+	defer s.readers.RUnlock()
+	if err := s.usable(); err != nil {
+		return nil, false, 0, err
+	}
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	get := func(k []byte) ([]byte, bool, error) {
+		v, closer, err := snap.Get(k)
+		if errors.Is(err, pebble.ErrNotFound) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, s.wrap("read", err)
+		}
+		out := append([]byte{}, v...)
+		return out, true, closer.Close()
+	}
+	var ckpt int64
+	raw, ok, err := get(checkpointKey)
+	if err != nil {
+		return nil, false, 0, err
+	}
+	if ok {
+		if ckpt, ok = parseCheckpoint(raw); !ok {
+			return nil, false, 0, corrupt(s.task, s.store, s.dir, fmt.Errorf("unreadable checkpoint record %x", raw))
+		}
+	}
+	v, found, err := get(append([]byte{userPrefix}, key...))
+	if err != nil {
+		return nil, false, 0, err
+	}
+	return v, found, ckpt, nil
 }
 
 // Iterate implements Store.
@@ -445,6 +497,8 @@ func (s *PebbleStore) Wipe() error {
 	}
 	fs := s.o.fs
 	trash := trashDir(fs, s.dir)
+	s.readers.Lock()
+	defer s.readers.Unlock()
 	err := errors.Join(s.db.Close(), s.lock.Close())
 	if pebble.IsCorruptionError(err) {
 		err = nil // the reason to wipe, not a reason to stop
@@ -475,6 +529,8 @@ func (s *PebbleStore) Wipe() error {
 // Close implements Store. It syncs Pebble's log, so everything applied
 // before Close survives a machine crash.
 func (s *PebbleStore) Close() error {
+	s.readers.Lock()
+	defer s.readers.Unlock()
 	if !s.closed.CompareAndSwap(false, true) {
 		return s.errClosed()
 	}

@@ -33,6 +33,15 @@ type Store interface {
 	// store has none (it is new or was wiped).
 	Checkpoint() (offset int64, ok bool, err error)
 
+	// Read returns a copy of the value stored under key and the
+	// checkpoint that value belongs to, both as of one moment (0 when the
+	// store has none): the value is the effect of exactly the changelog
+	// records before checkpoint. Unlike the other methods, Read may be
+	// called from any goroutine while the store's owner applies, wipes
+	// or closes it; once the store is closed it returns ErrClosed. It is
+	// what queries from outside the task read.
+	Read(key []byte) (value []byte, found bool, checkpoint int64, err error)
+
 	// Wipe removes every key and the checkpoint, atomically, for a restore
 	// from scratch. The store stays open.
 	Wipe() error
