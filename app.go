@@ -6,6 +6,7 @@ import (
 
 	"github.com/baton-streams/baton/internal/engine"
 	"github.com/baton-streams/baton/internal/errs"
+	"github.com/baton-streams/baton/internal/query"
 	"github.com/baton-streams/baton/topology"
 )
 
@@ -27,6 +28,7 @@ var (
 // in internal/engine ("Where things live" in the package doc).
 type App struct {
 	e *engine.App
+	q *query.Router
 }
 
 // New checks the options and prepares an App. Nothing is contacted until
@@ -50,7 +52,7 @@ func New(top *topology.Topology, opts ...Option) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App{e: e}, nil
+	return &App{e: e, q: query.NewRouter(e.QuerySource(), nil)}, nil
 }
 
 // InstanceID returns the instance's id.

@@ -103,6 +103,7 @@ func New(app *baton.App, opts ...Option) *Handler {
 	h.mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(static)))
 	h.mux.HandleFunc("GET /status", h.serveStatus)
 	h.mux.HandleFunc("GET /group", h.serveGroup)
+	h.mux.Handle("GET /query/", app.QueryHandler())
 	if cfg.gatherer != nil {
 		h.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.gatherer, promhttp.HandlerOpts{}))
 	}

@@ -70,8 +70,9 @@ type App struct {
 	closedTotals map[string]TaskTotals
 
 	// Written by the loop, read by any goroutine.
-	snapshot atomic.Pointer[instance.Snapshot] // what Subscription reports
-	view     atomic.Pointer[statusView]        // what Status reports
+	snapshot atomic.Pointer[instance.Snapshot]   // what Subscription reports
+	view     atomic.Pointer[statusView]          // what Status reports
+	readable atomic.Pointer[map[string]readCopy] // what queries read (publishReadable)
 	leaving  atomic.Bool
 	// inputs: each active task's input lag and rate; workerRate: the
 	// workers' records per busy second (float64 bits); desired: the

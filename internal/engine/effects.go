@@ -17,6 +17,7 @@ import (
 	"github.com/baton-streams/baton/instance"
 	"github.com/baton-streams/baton/internal/taskstore"
 	"github.com/baton-streams/baton/internal/work"
+	"github.com/baton-streams/baton/lifecycle"
 	"github.com/baton-streams/baton/member"
 	"github.com/baton-streams/baton/protocol"
 	"github.com/baton-streams/baton/state"
@@ -289,7 +290,7 @@ func (a *App) publish(s *instance.Snapshot) {
 	a.metrics.Lag.Reset() // series of tasks gone from here disappear
 	a.metrics.Learners.Set(float64(len(s.Learner)))
 	for _, tv := range s.Tasks {
-		v := taskView{id: tv.ID, role: tv.State.Role, lag: tv.Lag}
+		v := taskView{id: tv.ID, role: tv.State.Role, lag: tv.Lag, restoring: tv.State.Phase == lifecycle.Restoring}
 		if t, ok := a.tasks[tv.ID]; ok {
 			v.processed, v.restored, v.waiting = &t.Processed, &t.Restored, &t.Waiting
 		}

@@ -14,6 +14,7 @@ import (
 type taskView struct {
 	id        string
 	role      lifecycle.Role
+	restoring bool // an active task still catching up with its changelog
 	lag       int64
 	processed *atomic.Int64 // nil for a task not open yet
 	restored  *atomic.Int64 // nil for a task not open yet
@@ -28,9 +29,11 @@ type statusView struct {
 	closed map[string]TaskTotals
 }
 
-// storeView publishes tasks with the closed totals as they are now.
+// storeView publishes tasks with the closed totals as they are now, and
+// what queries read of them.
 func (a *App) storeView(tasks []taskView) {
 	a.view.Store(&statusView{tasks: tasks, closed: maps.Clone(a.closedTotals)})
+	a.publishReadable(tasks)
 }
 
 // forgetTask drops a task from a.tasks for good, folding its counters

@@ -1,0 +1,94 @@
+package baton
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/baton-streams/baton/internal/query"
+)
+
+// Errors returned by App.Get.
+var (
+	// ErrNoStore: the application has no store of that name that
+	// queries read (global stores are read where they are held).
+	ErrNoStore = query.ErrNoStore
+	// ErrUnavailable: no copy of the task met the read's bounds before
+	// its timeout; the error names the task and the lowest lag seen.
+	ErrUnavailable = query.ErrUnavailable
+	// ErrBadQuery: an option of the read is not valid.
+	ErrBadQuery = query.ErrBadRequest
+)
+
+// QueryOption bounds a read of a store (App.Get).
+type QueryOption func(*query.Bounds)
+
+// MaxLag lets any copy of the task (the active, a learner or a standby)
+// answer when it is at most n records behind its changelog's end; the
+// active answers first when it meets the bounds. Without it only the
+// active answers, once it has restored.
+func MaxLag(n int64) QueryOption { return func(b *query.Bounds) { b.MaxLag = n } }
+
+// MinOffset makes the answer reflect the task's changelog at least up
+// to offset: pass an earlier Answer's Offset, and the read never returns
+// older data, even after the task moved between the two reads.
+func MinOffset(offset int64) QueryOption { return func(b *query.Bounds) { b.MinOffset = offset } }
+
+// QueryTimeout is how long a read waits for a copy that meets its
+// bounds, for example while the task is handed over. Default 5s, at
+// most 5m.
+func QueryTimeout(d time.Duration) QueryOption { return func(b *query.Bounds) { b.Timeout = d } }
+
+// Answer is a read of one key.
+type Answer struct {
+	Store string
+	Key   []byte
+	// Found is false when the key has no value.
+	Found bool
+	// Value is the stored bytes (for wordcount the count in decimal).
+	Value []byte
+	// Task is the task whose store holds the key; Instance and Role say
+	// which copy answered ("active", "learner" or "standby").
+	Task, Instance, Role string
+	// Lag is how many records the copy was behind its changelog's end
+	// (0 for an active that has restored).
+	Lag int64
+	// Offset is the changelog position the answer reflects: the next
+	// changelog offset the copy would apply. Pass it to MinOffset for
+	// reads that never go back in time.
+	Offset int64
+}
+
+// Get reads key from the named store wherever its task runs: the key
+// goes to its task with the topology's partitioner, and the read to this
+// instance's copy of the task when it meets the bounds, else to another
+// instance's, over HTTP (each instance serves QueryHandler at the
+// endpoint it gave WithEndpoint). The active serves, once it has
+// restored, unless MaxLag allows a warm copy; while no copy meets the
+// bounds, for example during a handover, Get waits up to QueryTimeout
+// and then returns an error wrapping ErrUnavailable. An unknown store is
+// ErrNoStore, an invalid option ErrBadQuery. An active answers from what
+// its commits have written to the store: its updates of the last commit
+// interval are not seen yet. docs/queries.md says what a read promises.
+func (a *App) Get(ctx context.Context, store string, key []byte, opts ...QueryOption) (Answer, error) {
+	b := query.ActiveOnly
+	for _, o := range opts {
+		o(&b)
+	}
+	switch {
+	case b.MinOffset < 0:
+		return Answer{}, fmt.Errorf("%w: MinOffset %d: want 0 or more", ErrBadQuery, b.MinOffset)
+	case b.Timeout < 0 || b.Timeout > query.MaxTimeout:
+		return Answer{}, fmt.Errorf("%w: QueryTimeout %v: want at most %v", ErrBadQuery, b.Timeout, query.MaxTimeout)
+	}
+	r, err := a.q.Get(ctx, store, key, b, false)
+	return Answer(r), err
+}
+
+// QueryHandler serves GET /query/STORE/KEY for this instance, as
+// docs/queries.md describes: the HTTP face of Get, which other instances
+// ask too. Serve it at the endpoint given WithEndpoint (package web
+// mounts it). KEY and STORE are path-escaped; the parameters are max-lag,
+// min-offset and timeout.
+func (a *App) QueryHandler() http.Handler { return query.Handler(a.q) }
