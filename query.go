@@ -86,6 +86,9 @@ func (a *App) Get(ctx context.Context, store string, key []byte, opts ...QueryOp
 	return Answer(r), err
 }
 
+// Stores returns the names of the stores Get reads, sorted.
+func (a *App) Stores() []string { return a.e.StoreNames() }
+
 // QueryHandler serves GET /query/STORE/KEY for this instance, as
 // docs/queries.md describes: the HTTP face of Get, which other instances
 // ask too. Serve it at the endpoint given WithEndpoint (package web

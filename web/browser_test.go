@@ -178,4 +178,28 @@ func TestBrowserLearnerBecomesActive(t *testing.T) {
 	if last.Timeline == 0 {
 		t.Errorf("the page shows no rebalance in its timeline: %+v", last)
 	}
+
+	// The query box reads a word's count wherever its task runs: w7 was
+	// written once, and a forwards the read when the task is not its own.
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(`input[data-query-key="counts"]`, "w7"),
+		chromedp.Click(`form[data-query="counts"] button`),
+	); err != nil {
+		t.Fatalf("querying through the page: %v", err)
+	}
+	var answer string
+	if !tick.Until(context.Background(), 30*time.Second, 50*time.Millisecond, func() bool {
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('[data-query-answer="counts"]').textContent`))
+		if err != nil {
+			t.Fatalf("reading the query box: %v", err)
+		}
+		answer = got
+		return got != "" && got != "…"
+	}) {
+		t.Fatalf("the query box showed no answer: %q", answer)
+	}
+	if !strings.HasPrefix(answer, "1 (task 1_") || !strings.Contains(answer, "active on ") {
+		t.Errorf("the query box answered %q; want w7's count 1 from its active", answer)
+	}
+	t.Logf("query box: %s", answer)
 }

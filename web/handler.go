@@ -103,7 +103,7 @@ func New(app *baton.App, opts ...Option) *Handler {
 	h.mux.Handle("GET /assets/", http.StripPrefix("/assets/", http.FileServerFS(static)))
 	h.mux.HandleFunc("GET /status", h.serveStatus)
 	h.mux.HandleFunc("GET /group", h.serveGroup)
-	h.mux.Handle("GET /query/", app.QueryHandler())
+	h.mux.Handle("/query/", app.QueryHandler())
 	if cfg.gatherer != nil {
 		h.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.gatherer, promhttp.HandlerOpts{}))
 	}
@@ -137,6 +137,7 @@ func (h *Handler) serveGroup(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*h.cfg.peerTimeout)
 	defer cancel()
 	v := h.Sample(ctx)
+	v.Stores = h.app.Stores()
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(v)

@@ -36,6 +36,9 @@ type View struct {
 	Autoscale *baton.AutoscaleStatus `json:"autoscale"`
 	plans     []baton.PlanStatus     // the leader's recent plans, for the timeline
 	Timeline  []Rebalance            `json:"timeline"`
+	// Stores are the application's stores that GET /query reads; the
+	// page has a query box for each.
+	Stores []string `json:"stores"`
 }
 
 // GroupInput is the group's input lag and rate, over the active tasks of

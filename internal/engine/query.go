@@ -71,13 +71,20 @@ func (q querySource) TaskOf(store string, key []byte) (string, error) {
 		}
 		return topology.TaskID(s.ID, topology.Partition(key, n)), nil
 	}
+	return "", fmt.Errorf("%w: %q (the application's stores: %v)", query.ErrNoStore, store, a.StoreNames())
+}
+
+// StoreNames returns the names of the stores queries read: every store
+// of the topology's tasks, sorted.
+func (a *App) StoreNames() []string {
 	var names []string
 	for _, s := range a.top.Subtopologies() {
 		for _, st := range s.Stores {
 			names = append(names, st.Name)
 		}
 	}
-	return "", fmt.Errorf("%w: %q (the application's stores: %v)", query.ErrNoStore, store, names)
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 // Read reads key from this instance's copy of task.

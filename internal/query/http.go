@@ -29,6 +29,9 @@ type wire struct {
 	Offset      int64   `json:"offset"`
 }
 
+// MarshalJSON writes a as the instances serve it (docs/queries.md).
+func (a Answer) MarshalJSON() ([]byte, error) { return json.Marshal(toWire(a)) }
+
 func toWire(a Answer) wire {
 	w := wire{Store: a.Store, Key: string(a.Key), Found: a.Found, Task: a.Task, Instance: a.Instance, Role: a.Role, Lag: a.Lag, Offset: a.Offset}
 	if a.Found {
@@ -91,7 +94,7 @@ func Handler(r *Router) http.Handler {
 			fail(w, http.StatusInternalServerError, err)
 		default:
 			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(toWire(a))
+			_ = json.NewEncoder(w).Encode(a)
 		}
 	})
 }

@@ -124,6 +124,39 @@ function render(v) {
   if (v.timeline.length === 0) tl.replaceChildren(el("li", { class: "empty" }, "none seen yet"));
   else tl.replaceChildren(...v.timeline.map(rebalanceView));
   document.body.dataset.generation = v.generation;
+  queryBoxes(v.stores);
+}
+
+// queryBoxes draws, once, a box per store that reads a key through this
+// instance's GET /query (which asks the instance holding the task).
+let queriesDrawn = false;
+function queryBoxes(stores) {
+  if (queriesDrawn || !stores || stores.length === 0) return;
+  queriesDrawn = true;
+  document.getElementById("queries").replaceChildren(...stores.map(store => {
+    const key = el("input", { type: "text", placeholder: "key", "data-query-key": store });
+    const lag = el("input", { type: "number", min: "0", placeholder: "max lag", title: "let a learner or standby this many records behind answer (empty: the active only)", "data-query-lag": store });
+    const out = el("p", { class: "answer", "data-query-answer": store });
+    const form = el("form", { class: "query", "data-query": store }, el("label", null, store + " "), key, lag, el("button", { type: "submit" }, "read"), out);
+    form.addEventListener("submit", async ev => {
+      ev.preventDefault();
+      const q = new URLSearchParams({ timeout: "5s" });
+      if (lag.value !== "") q.set("max-lag", lag.value);
+      out.textContent = "…";
+      try {
+        const resp = await fetch("/query/" + encodeURIComponent(store) + "/" + encodeURIComponent(key.value) + "?" + q, { cache: "no-store" });
+        const a = await resp.json();
+        if (!resp.ok) { out.className = "answer failed"; out.textContent = resp.status + ": " + a.error; return; }
+        out.className = "answer";
+        out.textContent = (a.found ? (a.value !== undefined ? a.value : "(binary) " + a.value_base64) : "not found") +
+          " (task " + a.task + ", " + a.role + " on " + a.instance + ", lag " + fmt(a.lag) + ", changelog offset " + fmt(a.offset) + ")";
+      } catch (e) {
+        out.className = "answer failed";
+        out.textContent = e.message;
+      }
+    });
+    return form;
+  }));
 }
 
 async function poll() {
