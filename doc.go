@@ -90,7 +90,8 @@
 // uses it; TestLayering holds them to one order.
 //
 //   - this package: the API only (New, the options, App.Run, Status,
-//     Leave, the errors, the events and the status types).
+//     Leave, App.Get and its HTTP face, the errors, the events and the
+//     status types).
 //   - internal/engine: the runtime of an App: Run, one value per group
 //     membership with the loop that owns it and the shell that carries
 //     out the core's effects, the store opens, restores, table bootstraps
@@ -107,7 +108,12 @@
 //   - instance and lifecycle: the pure decisions of an instance and of one
 //     task (no goroutines, clock or I/O), tested by golden scenarios.
 //   - assign, member and protocol: the leader's plan, the group balancer
-//     that runs it inside kgo, and what members tell each other.
+//     that runs it inside kgo, what members tell each other, and the
+//     group as a reader outside it sees it (member.ReadGroup).
+//   - internal/query: reads of a task's store from outside the task:
+//     which copy may answer, the router that finds one here or on another
+//     instance, and GET /query/STORE/KEY (docs/queries.md); it runs on
+//     its callers' goroutines.
 //   - internal/restore: the changelog reader of standbys, learners and
 //     restoring actives (its own goroutine).
 //   - internal/taskstore: a task's store as the loop sees it, with the

@@ -16,6 +16,7 @@ import (
 // needs a package above its own is a sign the code does too.
 var runtimePackages = []string{
 	"internal/engine",
+	"internal/query",
 	"internal/govern",
 	"internal/commit",
 	"internal/rewind",

@@ -2,8 +2,10 @@
 // of the whole group as this instance sees it), GET /status (the instance's
 // baton.Status as JSON, whose fields the README describes where it
 // introduces /status, under "Two terminals: a cluster and instances"),
-// GET /metrics (Prometheus text format, when given a registry) and
-// GET /group (the JSON the page polls).
+// GET /metrics (Prometheus text format, when given a registry),
+// GET /group (the JSON the page polls) and GET /query/STORE/KEY (a read of
+// one key wherever its task runs: baton.App.QueryHandler, whose contract
+// is docs/queries.md; the page has a box per store for it).
 //
 // # What /group shows and where it comes from
 //

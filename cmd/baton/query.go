@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/baton-streams/baton/internal/query"
@@ -126,6 +127,9 @@ func groupEndpoints(ctx context.Context, brokers, appID string, timeout time.Dur
 	deadline := time.Now().Add(timeout)
 	for {
 		g, err := web.ReadGroup(ctx, adm, appID)
+		if errors.Is(err, kerr.GroupIDNotFound) {
+			g, err = web.Group{State: "Dead"}, nil
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -141,7 +145,7 @@ func groupEndpoints(ctx context.Context, brokers, appID string, timeout time.Dur
 		case len(out) > 0:
 			return out, nil
 		case len(g.Members) == 0:
-			return nil, fmt.Errorf("group %s has no members (%s): is the application running?", appID, g.State)
+			return nil, fmt.Errorf("group %s has no members (%s): is the application running, with this --app-id?", appID, g.State)
 		case !pending || time.Now().After(deadline):
 			return nil, fmt.Errorf("no member of group %s names an HTTP endpoint: start the instances with --http", appID)
 		}
