@@ -72,18 +72,120 @@ type Answer struct {
 // its commits have written to the store: its updates of the last commit
 // interval are not seen yet. docs/queries.md says what a read promises.
 func (a *App) Get(ctx context.Context, store string, key []byte, opts ...QueryOption) (Answer, error) {
+	b, err := bounds(opts)
+	if err != nil {
+		return Answer{}, err
+	}
+	r, err := a.q.Get(ctx, store, key, b, false)
+	return publicAnswer(r), err
+}
+
+func publicAnswer(r query.Answer) Answer {
+	return Answer{Store: r.Store, Key: r.Key, Found: r.Found, Value: r.Value, Task: r.Task, Instance: r.Instance, Role: r.Role, Lag: r.Lag, Offset: r.Offset}
+}
+
+// QueryLimit bounds the entries of a range or window read. Default 1000,
+// at most 100,000.
+func QueryLimit(n int) QueryOption { return func(b *query.Bounds) { b.Limit = n } }
+
+// MinOffsets is MinOffset per task, for a range read: pass an earlier
+// RangeAnswer's offsets (RangeAnswer.Offsets).
+func MinOffsets(offsets map[string]int64) QueryOption {
+	return func(b *query.Bounds) { b.MinOffsets = offsets }
+}
+
+// Entry is one key of a range or window read.
+type Entry struct {
+	Key, Value []byte
+	// Task is the task whose store holds it.
+	Task string
+	// WindowStart is the start of the entry's window in a window read
+	// (Windows); Key is then the record key.
+	WindowStart time.Time
+}
+
+// RangeAnswer is a range or window read.
+type RangeAnswer struct {
+	Store string
+	// Entries are in key order (window reads: window start order).
+	Entries []Entry
+	// Tasks are the copies that answered, one per task read, with their
+	// instance, role, lag and offset (Key, Found and Value unset).
+	Tasks []Answer
+	// Truncated: the range held more entries than the limit (QueryLimit).
+	Truncated bool
+}
+
+// Offsets returns the changelog offset each task's answer reflects, for
+// MinOffsets.
+func (r RangeAnswer) Offsets() map[string]int64 {
+	out := make(map[string]int64, len(r.Tasks))
+	for _, t := range r.Tasks {
+		out[t.Task] = t.Offset
+	}
+	return out
+}
+
+// Range reads the keys in [from, to) of the named store (nil: unbounded
+// on that side), in byte order, the first QueryLimit of them: every task
+// of the store is read through a copy that meets the bounds, as Get
+// reads one (MinOffsets bounds each task), all within one QueryTimeout.
+// Each task's entries are of one moment of its store; different tasks'
+// may be of different moments.
+func (a *App) Range(ctx context.Context, store string, from, to []byte, opts ...QueryOption) (RangeAnswer, error) {
+	b, err := bounds(opts)
+	if err != nil {
+		return RangeAnswer{}, err
+	}
+	r, err := a.q.Range(ctx, store, from, to, b, false, "")
+	return publicRange(r), err
+}
+
+// Windows reads the windows of key in a windowed store (a windowed
+// aggregation's, topology.WindowedBy) whose start is in [from, to), in
+// start order: one task holds them all, the one key's records go to, and
+// it is read as Get reads a key. The store keeps windows by start, then
+// key: a read goes over every key's windows in [from, to) of that task.
+func (a *App) Windows(ctx context.Context, store string, key []byte, from, to time.Time, opts ...QueryOption) (RangeAnswer, error) {
+	b, err := bounds(opts)
+	if err != nil {
+		return RangeAnswer{}, err
+	}
+	r, err := a.q.Windows(ctx, store, key, from, to, b, false)
+	return publicRange(r), err
+}
+
+func publicRange(r query.RangeAnswer) RangeAnswer {
+	out := RangeAnswer{Store: r.Store, Truncated: r.Truncated}
+	for _, e := range r.Entries {
+		out.Entries = append(out.Entries, Entry(e))
+	}
+	for _, t := range r.Tasks {
+		out.Tasks = append(out.Tasks, publicAnswer(t))
+	}
+	return out
+}
+
+// bounds applies opts and checks them.
+func bounds(opts []QueryOption) (query.Bounds, error) {
 	b := query.ActiveOnly
 	for _, o := range opts {
 		o(&b)
 	}
 	switch {
 	case b.MinOffset < 0:
-		return Answer{}, fmt.Errorf("%w: MinOffset %d: want 0 or more", ErrBadQuery, b.MinOffset)
+		return b, fmt.Errorf("%w: MinOffset %d: want 0 or more", ErrBadQuery, b.MinOffset)
 	case b.Timeout < 0 || b.Timeout > query.MaxTimeout:
-		return Answer{}, fmt.Errorf("%w: QueryTimeout %v: want at most %v", ErrBadQuery, b.Timeout, query.MaxTimeout)
+		return b, fmt.Errorf("%w: QueryTimeout %v: want at most %v", ErrBadQuery, b.Timeout, query.MaxTimeout)
+	case b.Limit < 0 || b.Limit > query.MaxLimit:
+		return b, fmt.Errorf("%w: QueryLimit %d: want 1 to %d", ErrBadQuery, b.Limit, query.MaxLimit)
 	}
-	r, err := a.q.Get(ctx, store, key, b, false)
-	return Answer(r), err
+	for t, o := range b.MinOffsets {
+		if o < 0 {
+			return b, fmt.Errorf("%w: MinOffsets[%s] %d: want 0 or more", ErrBadQuery, t, o)
+		}
+	}
+	return b, nil
 }
 
 // Stores returns the names of the stores Get reads, sorted.

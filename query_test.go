@@ -2,6 +2,7 @@ package baton
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -339,4 +341,92 @@ func testQueriesThroughMoves(t *testing.T, bounds query.Bounds, g Guarantee) {
 		t.Fatal("no read was answered")
 	}
 	h.checkAnswers(load.answers)
+}
+
+// TestRangeAndWindowReads reads key ranges across every task of a
+// wordcount, and the windows of one word of a windowed wordcount, from
+// one instance of two, and compares them with what was written.
+func TestRangeAndWindowReads(t *testing.T) {
+	ctx := context.Background()
+	t.Run("range", func(t *testing.T) {
+		h := newHarness(t, 4)
+		h.prefill(500)
+		a := h.startQueried("a")
+		b := h.startQueried("b")
+		h.eventually(30*time.Second, "two instances to share the tasks", func() bool { return balanced(a.r, b.r) })
+		h.waitExact(60 * time.Second)
+		var ra RangeAnswer
+		h.eventually(30*time.Second, "the stores to hold every count", func() bool {
+			var err error
+			ra, err = a.r.app.Range(ctx, "counts", nil, nil, QueryLimit(10_000))
+			return err == nil && len(ra.Entries) == 500
+		})
+		if ra.Truncated || len(ra.Tasks) != 4 {
+			t.Errorf("whole range: truncated %v, %d tasks answered, want 4", ra.Truncated, len(ra.Tasks))
+		}
+		instances := map[string]bool{}
+		for _, c := range ra.Tasks {
+			instances[c.Instance] = true
+		}
+		if !instances["a"] || !instances["b"] {
+			t.Errorf("answered by %v, want a's and b's tasks", instances)
+		}
+		for i, e := range ra.Entries {
+			if i > 0 && string(ra.Entries[i-1].Key) >= string(e.Key) {
+				t.Fatalf("entries out of order at %d: %q then %q", i, ra.Entries[i-1].Key, e.Key)
+			}
+			if string(e.Value) != "1" || e.Task != topology.TaskID(1, topology.Partition(e.Key, 4)) {
+				t.Errorf("%q = %q in task %s", e.Key, e.Value, e.Task)
+			}
+		}
+		// w1, w10..w19, w100..w199: 111 keys in [w1, w2).
+		ra, err := b.r.app.Range(ctx, "counts", []byte("w1"), []byte("w2"), QueryLimit(500), MinOffsets(ra.Offsets()))
+		if err != nil || len(ra.Entries) != 111 || ra.Truncated {
+			t.Errorf("[w1, w2): %d entries, truncated %v, %v; want 111", len(ra.Entries), ra.Truncated, err)
+		}
+		ra, err = b.r.app.Range(ctx, "counts", []byte("w1"), []byte("w2"), QueryLimit(5))
+		if err != nil || len(ra.Entries) != 5 || !ra.Truncated || string(ra.Entries[4].Key) != "w102" {
+			t.Errorf("[w1, w2) limit 5: %d entries ending %q, truncated %v, %v; want w1, w10, w100, w101, w102", len(ra.Entries), ra.Entries[len(ra.Entries)-1].Key, ra.Truncated, err)
+		}
+		if _, err := b.r.app.Range(ctx, "counts", nil, nil, QueryLimit(-1)); !errors.Is(err, ErrBadQuery) {
+			t.Errorf("limit -1: %v, want ErrBadQuery", err)
+		}
+	})
+	t.Run("windows", func(t *testing.T) {
+		h := newHarness(t, 4)
+		h.window = 50 * time.Millisecond
+		h.produce(400) // 400 lines 1 ms apart: eight windows
+		a := h.startQueried("a")
+		b := h.startQueried("b")
+		h.eventually(30*time.Second, "two instances to share the tasks", func() bool { return balanced(a.r, b.r) })
+		h.waitExact(60 * time.Second)
+		for _, word := range flowVocab[:4] {
+			want := map[int64]int64{}   // window start (ms) -> count
+			for k, n := range h.words { // the word, then the window's start (ms, big-endian)
+				if len(k) == len(word)+8 && strings.HasPrefix(k, word) {
+					want[int64(binary.BigEndian.Uint64([]byte(k[len(word):])))] = n
+				}
+			}
+			var ra RangeAnswer
+			h.eventually(30*time.Second, "the windows of "+word, func() bool {
+				var err error
+				ra, err = a.r.app.Windows(ctx, "counts", []byte(word), time.UnixMilli(0), time.Now().Add(time.Hour))
+				return err == nil && len(ra.Entries) == len(want)
+			})
+			for _, e := range ra.Entries {
+				n, _ := strconv.ParseInt(string(e.Value), 10, 64)
+				if string(e.Key) != word || want[e.WindowStart.UnixMilli()] != n {
+					t.Errorf("%s: window %v = %q (key %q), want %d", word, e.WindowStart, e.Value, e.Key, want[e.WindowStart.UnixMilli()])
+				}
+			}
+			// A window range: the windows from the second one on.
+			if len(ra.Entries) > 1 {
+				from := ra.Entries[1].WindowStart
+				part, err := b.r.app.Windows(ctx, "counts", []byte(word), from, time.Now().Add(time.Hour))
+				if err != nil || len(part.Entries) != len(ra.Entries)-1 || !part.Entries[0].WindowStart.Equal(from) {
+					t.Errorf("%s from %v: %d windows, %v; want %d starting there", word, from, len(part.Entries), err, len(ra.Entries)-1)
+				}
+			}
+		}
+	})
 }

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -325,6 +324,7 @@ func TestStoreClosed(t *testing.T) {
 			"apply":      s.Apply(&b, 1),
 			"checkpoint": func() error { _, _, err := s.Checkpoint(); return err }(),
 			"read":       func() error { _, _, _, err := s.Read(nil); return err }(),
+			"read range": func() error { _, err := s.ReadRange(nil, nil, 0, func(k, v []byte) error { return nil }); return err }(),
 			"wipe":       s.Wipe(),
 			"close":      s.Close(),
 		} {
@@ -335,22 +335,36 @@ func TestStoreClosed(t *testing.T) {
 	})
 }
 
-// TestStoreReadFromOutside reads one key from other goroutines while the
-// owner applies batches, wipes the store and closes it: every read sees a
-// value and a checkpoint of the same moment (the key holds the offset it
-// was written at, minus one), and after the close every read says
-// ErrClosed instead of failing otherwise.
+// TestStoreReadFromOutside reads from other goroutines while the owner
+// applies batches, wipes the store and closes it: every read (of one key,
+// and of a range) sees values and a checkpoint of the same moment (the
+// keys hold the offset they were written at, minus one), and after the
+// close every read says ErrClosed instead of failing otherwise.
 func TestStoreReadFromOutside(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s Store) {
-		var stop atomic.Bool
 		var wg sync.WaitGroup
 		reads := make([]int, 4)
 		for r := range reads {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for !stop.Load() {
-					v, found, ckpt, err := s.Read([]byte("k"))
+				for {
+					var got []string
+					var ckpt int64
+					var err error
+					if r%2 == 0 {
+						var v []byte
+						var found bool
+						v, found, ckpt, err = s.Read([]byte("k"))
+						if found {
+							got = append(got, string(v))
+						}
+					} else {
+						ckpt, err = s.ReadRange([]byte("j"), nil, 5, func(k, v []byte) error {
+							got = append(got, string(v))
+							return nil
+						})
+					}
 					if errors.Is(err, ErrClosed) {
 						return
 					}
@@ -358,12 +372,15 @@ func TestStoreReadFromOutside(t *testing.T) {
 						t.Errorf("read: %v", err)
 						return
 					}
-					want := ""
+					var want []string
 					if ckpt > 0 {
-						want = strconv.FormatInt(ckpt-1, 10)
+						want = append(want, strconv.FormatInt(ckpt-1, 10))
+						if r%2 == 1 {
+							want = append(want, want[0]) // j and k
+						}
 					}
-					if string(v) != want || found != (ckpt > 0) {
-						t.Errorf("read at checkpoint %d: value %q found %v, want %q", ckpt, v, found, want)
+					if !slices.Equal(got, want) {
+						t.Errorf("reader %d at checkpoint %d: %q, want %q", r, ckpt, got, want)
 						return
 					}
 					reads[r]++
@@ -371,7 +388,8 @@ func TestStoreReadFromOutside(t *testing.T) {
 			}()
 		}
 		for off := int64(1); off <= 300; off++ {
-			apply(t, s, off, "k="+strconv.FormatInt(off-1, 10))
+			v := strconv.FormatInt(off-1, 10)
+			apply(t, s, off, "j="+v, "k="+v)
 			if off == 150 {
 				if err := s.Wipe(); err != nil {
 					t.Fatal(err)
@@ -382,11 +400,39 @@ func TestStoreReadFromOutside(t *testing.T) {
 			t.Fatal(err)
 		}
 		wg.Wait()
-		stop.Store(true)
 		if _, _, _, err := s.Read([]byte("k")); !errors.Is(err, ErrClosed) {
 			t.Errorf("read after close: %v, want ErrClosed", err)
 		}
+		if _, err := s.ReadRange(nil, nil, 0, func(k, v []byte) error { return nil }); !errors.Is(err, ErrClosed) {
+			t.Errorf("range read after close: %v, want ErrClosed", err)
+		}
 		t.Logf("reads per reader: %v", reads)
+	})
+}
+
+// TestStoreReadRange reads ranges with bounds and limits.
+func TestStoreReadRange(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s Store) {
+		apply(t, s, 7, "a=1", "b=2", "c=3", "d=4")
+		for _, c := range []struct {
+			start, end []byte
+			limit      int
+			want       []string
+		}{
+			{nil, nil, 0, []string{"a=1", "b=2", "c=3", "d=4"}},
+			{[]byte("b"), []byte("d"), 0, []string{"b=2", "c=3"}},
+			{[]byte("b"), nil, 2, []string{"b=2", "c=3"}},
+			{[]byte("d"), []byte("b"), 0, nil},
+		} {
+			var got []string
+			ckpt, err := s.ReadRange(c.start, c.end, c.limit, func(k, v []byte) error {
+				got = append(got, string(k)+"="+string(v))
+				return nil
+			})
+			if err != nil || ckpt != 7 || !slices.Equal(got, c.want) {
+				t.Errorf("[%q, %q) limit %d: %q at %d (%v), want %q at 7", c.start, c.end, c.limit, got, ckpt, err, c.want)
+			}
+		}
 	})
 }
 

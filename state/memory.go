@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -135,6 +136,37 @@ func (m *MemoryStore) Read(key []byte) ([]byte, bool, int64, error) {
 	}
 	v, ok := m.mu.data[string(key)]
 	return append([]byte(nil), v...), ok, max(m.mu.ckpt, 0), nil
+}
+
+// ReadRange implements Store: it copies the pairs under the lock.
+func (m *MemoryStore) ReadRange(start, end []byte, limit int, fn func(key, value []byte) error) (int64, error) {
+	type kv struct {
+		k string
+		v []byte
+	}
+	var pairs []kv
+	m.mu.Lock()
+	if m.mu.closed {
+		m.mu.Unlock()
+		return 0, m.errClosed()
+	}
+	ckpt := max(m.mu.ckpt, 0)
+	for k, v := range m.mu.data {
+		if (start == nil || k >= string(start)) && (end == nil || k < string(end)) {
+			pairs = append(pairs, kv{k, v})
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(pairs, func(a, b kv) int { return strings.Compare(a.k, b.k) })
+	for i, p := range pairs {
+		if limit > 0 && i >= limit {
+			break
+		}
+		if err := fn([]byte(p.k), slices.Clone(p.v)); err != nil {
+			return 0, err
+		}
+	}
+	return ckpt, nil
 }
 
 // Checkpoint implements Store.

@@ -395,6 +395,63 @@ func (s *PebbleStore) Read(key []byte) ([]byte, bool, int64, error) {
 	return v, found, ckpt, nil
 }
 
+// ReadRange implements Store: the pairs and the checkpoint come from one
+// Pebble snapshot.
+func (s *PebbleStore) ReadRange(start, end []byte, limit int, fn func(key, value []byte) error) (int64, error) {
+	s.readers.RLock()
+	defer s.readers.RUnlock()
+	if err := s.usable(); err != nil {
+		return 0, err
+	}
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	var ckpt int64
+	raw, closer, err := snap.Get(checkpointKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		return 0, s.wrap("read range", err)
+	default:
+		c, ok := parseCheckpoint(raw)
+		_ = closer.Close()
+		if !ok {
+			return 0, corrupt(s.task, s.store, s.dir, fmt.Errorf("unreadable checkpoint record %x", raw))
+		}
+		ckpt = c
+	}
+	bounds := &pebble.IterOptions{LowerBound: userLower, UpperBound: userUpper}
+	if start != nil {
+		bounds.LowerBound = append([]byte{userPrefix}, start...)
+	}
+	if end != nil {
+		bounds.UpperBound = append([]byte{userPrefix}, end...)
+	}
+	if bytes.Compare(bounds.LowerBound, bounds.UpperBound) >= 0 {
+		return ckpt, nil
+	}
+	it, err := snap.NewIter(bounds)
+	if err != nil {
+		return 0, s.wrap("read range", err)
+	}
+	n := 0
+	for valid := it.First(); valid && (limit <= 0 || n < limit); valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return 0, s.wrap("read range", err)
+		}
+		if err := fn(bytes.Clone(it.Key()[1:]), bytes.Clone(v)); err != nil {
+			_ = it.Close()
+			return 0, err
+		}
+		n++
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return 0, s.wrap("read range", err)
+	}
+	return ckpt, nil
+}
+
 // Iterate implements Store.
 func (s *PebbleStore) Iterate(start, end []byte, fn func(key, value []byte) error) error {
 	if err := s.usable(); err != nil {

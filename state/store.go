@@ -42,6 +42,12 @@ type Store interface {
 	// what queries from outside the task read.
 	Read(key []byte) (value []byte, found bool, checkpoint int64, err error)
 
+	// ReadRange is Read for the keys in [start, end) (nil: unbounded), in
+	// ascending order, at most limit of them (limit <= 0: all): fn gets
+	// copies it may keep. The pairs and the checkpoint returned are of
+	// one moment. An error from fn stops the read and is returned.
+	ReadRange(start, end []byte, limit int, fn func(key, value []byte) error) (checkpoint int64, err error)
+
 	// Wipe removes every key and the checkpoint, atomically, for a restore
 	// from scratch. The store stays open.
 	Wipe() error

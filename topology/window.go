@@ -232,6 +232,21 @@ var (
 	windowFirstKey = []byte{0, 0}
 )
 
+// WindowStoreKey is the key a windowed store (WindowedBy's aggregations)
+// keeps the window of key starting at start under; with a nil key, the
+// first key of the windows starting at start. Windows sort by start,
+// then key.
+func WindowStoreKey(start time.Time, key []byte) []byte { return windowKey(start.UnixMilli(), key) }
+
+// ParseWindowStoreKey splits a windowed store's key into the window's
+// start and the record key; false for the store's own records.
+func ParseWindowStoreKey(k []byte) (start time.Time, key []byte, ok bool) {
+	if len(k) < 8 {
+		return time.Time{}, nil, false
+	}
+	return time.UnixMilli(int64(binary.BigEndian.Uint64(k) ^ (1 << 63))), k[8:], true
+}
+
 func windowKey(start int64, key []byte) []byte {
 	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(key)), uint64(start)^(1<<63))
 	return append(b, key...)

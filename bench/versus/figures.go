@@ -31,6 +31,9 @@ type Recording struct {
 	Partitions int32     `json:"partitions"`
 	Arrivals   []Arrival `json:"arrivals"`
 	Status     []Status  `json:"status"`
+	// Reads are the query load's reads (Config.Queries), in the order
+	// asked.
+	Reads []Read `json:"reads,omitempty"`
 }
 
 // Event is one scale event in a recording: the action at At, compared

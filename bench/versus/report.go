@@ -54,6 +54,9 @@ func Print(w io.Writer, res *Result) error {
 			return err
 		}
 		fmt.Fprintln(w)
+		if err := printQueries(w, res, ev); err != nil {
+			return err
+		}
 		if err := printPredictions(w, res, ev); err != nil {
 			return err
 		}
@@ -83,6 +86,47 @@ func Print(w io.Writer, res *Result) error {
 			fmt.Fprintf(w, "%s %s FAILED: %s\n", r.Configuration, r.Event, r.Error)
 		}
 	}
+	return nil
+}
+
+// printQueries prints the query load's figures of event ev, for the
+// runs that had one.
+func printQueries(w io.Writer, res *Result, ev string) error {
+	var runs []Run
+	for _, r := range res.Runs {
+		if r.Event == ev && r.Queries != nil {
+			runs = append(runs, r)
+		}
+	}
+	if len(runs) == 0 {
+		return nil
+	}
+	q := runs[0].Queries
+	bound := "the active only"
+	if q.MaxLag >= 0 {
+		bound = fmt.Sprintf("max-lag %d", q.MaxLag)
+	}
+	fmt.Fprintf(w, "%s: queries (%d clients, %s; during: from the event until balanced, at least 5s)\n", ev, q.Clients, bound)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "engine\tsteady reads\tanswered\tp99\tduring reads\tanswered\trefused\terrors\twrong\tback\tp99\tp99/steady\t")
+	for _, r := range runs {
+		st, du := r.Queries.Steady, r.Queries.During
+		ratio := "-"
+		if st.P99 > 0 && du.P99 > 0 {
+			ratio = fmt.Sprintf("x%.1f", float64(du.P99)/float64(st.P99))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f%%\t%s\t%d\t%.2f%%\t%d\t%d\t%d\t%d\t%s\t%s\t\n", r.Configuration,
+			st.Reads, 100*st.Share(), dur(st.P99), du.Reads, 100*du.Share(), du.Refused, du.Errors, du.Wrong, du.Back, dur(du.P99), ratio)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range runs {
+		if ex := r.Queries.During.Example; ex != "" {
+			fmt.Fprintf(w, "  %s: %s\n", r.Configuration, clip(ex))
+		}
+	}
+	fmt.Fprintln(w)
 	return nil
 }
 

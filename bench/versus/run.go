@@ -49,6 +49,12 @@ type Config struct {
 	Backlog int `json:"backlog"`
 	// Guarantee is passed to every engine.
 	Guarantee string `json:"guarantee"`
+	// Queries clients read counts through the instances' GET /query
+	// (engines that serve it, queryEngines) from the steady window on,
+	// each read bounded by QueryMaxLag records (-1: the active only).
+	// 0: no query load.
+	Queries     int   `json:"queries"`
+	QueryMaxLag int64 `json:"query_max_lag"`
 	// Prepare bounds the wait for the prefill to be processed and for the
 	// group to balance before the steady window; Drain the wait for the
 	// final counts.
@@ -71,7 +77,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Events: slices.Clone(Events), Nodes: 3, Partitions: 6, Keys: 1_000_000, WordsPerLine: 10, Rate: 1000,
 		Steady: 30 * time.Second, After: 60 * time.Second, BalanceCap: 15 * time.Minute, Backlog: 2_000_000,
-		Guarantee: "at-least-once", Prepare: 15 * time.Minute, Drain: 5 * time.Minute}
+		Guarantee: "at-least-once", Prepare: 15 * time.Minute, Drain: 5 * time.Minute, Queries: 3, QueryMaxLag: 10000}
 }
 
 // ShortConfig is the version that keeps the peers from rotting: seconds
@@ -79,7 +85,7 @@ func DefaultConfig() Config {
 func ShortConfig() Config {
 	return Config{Events: []string{"scale-out"}, Nodes: 1, Partitions: 6, Keys: 2000, WordsPerLine: 10, Rate: 200,
 		Steady: 5 * time.Second, After: 15 * time.Second, BalanceCap: time.Minute, Backlog: 20000,
-		Guarantee: "at-least-once", Prepare: 2 * time.Minute, Drain: time.Minute}
+		Guarantee: "at-least-once", Prepare: 2 * time.Minute, Drain: time.Minute, Queries: 2, QueryMaxLag: 10000}
 }
 
 // Validate names the first bad setting.
@@ -103,6 +109,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("versus: steady and after windows: want >= 1s, got %v and %v", c.Steady, c.After)
 	case c.Backlog < 0:
 		return fmt.Errorf("versus: backlog: want >= 0, got %d", c.Backlog)
+	case c.Queries < 0 || c.QueryMaxLag < -1:
+		return fmt.Errorf("versus: queries %d with max lag %d: want >= 0 clients and a lag >= 0 (or -1: the active only)", c.Queries, c.QueryMaxLag)
 	case c.Guarantee != "at-least-once" && c.Guarantee != "exactly-once":
 		return fmt.Errorf("versus: guarantee %q: want at-least-once or exactly-once", c.Guarantee)
 	}
@@ -137,6 +145,9 @@ type Run struct {
 	// Prediction is what `baton sim` predicts for the run, from the
 	// scenario of the group at the event (see Predict).
 	Prediction *Prediction `json:"prediction,omitempty"`
+	// Queries are the query load's figures (nil: no load, or an engine
+	// that serves no queries).
+	Queries *QueryWindows `json:"queries,omitempty"`
 }
 
 // Throughput is the time 2 instances took to process a backlog from a
@@ -284,12 +295,15 @@ type session struct {
 
 	produced atomic.Int64
 	procs    map[string]*proc
+	// endpoints are the instances' HTTP endpoints, for engines that serve
+	// queries when the run has a query load.
+	endpoints map[string]string
 }
 
 func newSession(ctx context.Context, cfg Config, brokers []string, conf Configuration, cmd command, what string) (*session, error) {
 	id := fmt.Sprintf("versus-%s-%s-%d", conf.Name, what, time.Now().UnixNano()%1e9)
 	s := &session{cfg: cfg, conf: conf, cmd: cmd, brokers: brokers, appID: id, input: id + "-in", output: id + "-out",
-		dir: filepath.Join(cfg.WorkDir, id), truth: map[string]int64{}, last: map[string]int64{}, procs: map[string]*proc{}}
+		dir: filepath.Join(cfg.WorkDir, id), truth: map[string]int64{}, last: map[string]int64{}, procs: map[string]*proc{}, endpoints: map[string]string{}}
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -450,6 +464,14 @@ func (s *session) startInstance(name string, standbys int) error {
 	if s.conf.Engine == "baton" {
 		args = append(args, "--status-every", "1s")
 	}
+	if s.cfg.Queries > 0 && queryEngines[s.conf.Engine] {
+		ep, err := freeEndpoint()
+		if err != nil {
+			return err
+		}
+		args = append(args, "--http", ep)
+		s.endpoints[name] = ep
+	}
 	args = append(args, s.conf.Args...)
 	p, err := startProc(name, s.cmd, args, filepath.Join(s.dir, name+".log"), func(l StatusLine) {
 		at := s.now()
@@ -475,6 +497,24 @@ func (s *session) snapshot() Recording {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Recording{Start: s.start, Partitions: s.cfg.Partitions, Arrivals: slices.Clone(s.arrivals), Status: slices.Clone(s.status)}
+}
+
+// endpointsOf returns the HTTP endpoints of the named instances.
+func (s *session) endpointsOf(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if ep, ok := s.endpoints[n]; ok {
+			out = append(out, ep)
+		}
+	}
+	return out
+}
+
+// printed reports whether instance name printed a status line.
+func (s *session) printed(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.ContainsFunc(s.status, func(st Status) bool { return st.Line.Instance == name })
 }
 
 // check fails when a process ended that should run, or a line was bad.
@@ -653,12 +693,22 @@ func runEvent(ctx context.Context, cfg Config, brokers []string, conf Configurat
 		s.mu.Lock()
 		s.measuring = true
 		s.mu.Unlock()
+		var load *queryLoad
+		if len(s.endpoints) > 0 {
+			load = s.startQueries(ctx, cfg.Queries, cfg.QueryMaxLag)
+			load.setLive(s.endpointsOf(sh.initial))
+			defer load.stop()
+		}
 		cfg.logf("%s %s: steady for %v", conf.Name, event, cfg.Steady)
 		if err := s.sleep(ctx, cfg.Steady, sh.initial...); err != nil {
 			return err
 		}
 		ev := Event{Name: event, At: s.now(), Steady: cfg.Steady, After: cfg.After, Live: sh.live}
 		cfg.logf("%s %s: event", conf.Name, event)
+		if load != nil && event != "scale-out" {
+			// Readers stop asking the instance that goes, at once.
+			load.setLive(s.endpointsOf(sh.live))
+		}
 		switch event {
 		case "scale-out":
 			err = s.startInstance("c", sh.standbys)
@@ -669,6 +719,15 @@ func runEvent(ctx context.Context, cfg Config, brokers []string, conf Configurat
 		}
 		if err != nil {
 			return err
+		}
+		if load != nil && event == "scale-out" {
+			// Readers ask the new instance once it runs (its first
+			// status line).
+			go func() {
+				if tick.Until(ctx, cfg.After, 100*time.Millisecond, func() bool { return s.printed("c") }) {
+					load.setLive(s.endpointsOf(sh.live))
+				}
+			}()
 		}
 		if err := s.sleep(ctx, cfg.After, sh.live...); err != nil {
 			return err
@@ -688,6 +747,10 @@ func runEvent(ctx context.Context, cfg Config, brokers []string, conf Configurat
 				return fmt.Errorf("instance c: graceful stop: %v (log: %s)", p.err, filepath.Join(s.dir, "c.log"))
 			}
 		}
+		var reads []Read
+		if load != nil {
+			reads = load.stop()
+		}
 		stopFlow()
 		if err := <-flowDone; err != nil {
 			flowDone <- nil
@@ -697,10 +760,19 @@ func runEvent(ctx context.Context, cfg Config, brokers []string, conf Configurat
 		r.Produced = s.produced.Load()
 		r.Window = ev
 		rec := s.snapshot()
+		rec.Reads = reads
 		r.Recording = &rec
 		r.Figures = Analyze(rec, ev)
 		cfg.logf("%s %s: draining", conf.Name, event)
 		r.Counts = s.counts(ctx, cfg.Drain)
+		if load != nil {
+			s.mu.Lock()
+			truth := maps.Clone(s.truth)
+			s.mu.Unlock()
+			qw := AnalyzeQueries(reads, truth, ev, ev.At+r.Figures.TimeToBalance, r.Figures.Balanced)
+			qw.Clients, qw.MaxLag = cfg.Queries, cfg.QueryMaxLag
+			r.Queries = &qw
+		}
 		if r.Counts.Lost > 0 {
 			return fmt.Errorf("%d of %d words counted below their occurrences, e.g. %s", r.Counts.Lost, r.Counts.Words, strings.Join(r.Counts.Example, "; "))
 		}

@@ -21,7 +21,7 @@ import (
 )
 
 var queryCmd = &cobra.Command{
-	Use:   "query (--brokers HOST:PORT --app-id ID | --endpoint HOST:PORT) --store NAME --key KEY",
+	Use:   "query (--brokers HOST:PORT --app-id ID | --endpoint HOST:PORT) --store NAME (--key KEY | --from A --to B)",
 	Short: "Read one key of a running application's store, wherever its task runs",
 	Long: `Reads the value of KEY in the store NAME of a running application, through
 the HTTP endpoint of one of its instances (GET /query/STORE/KEY, see
@@ -38,7 +38,13 @@ bounds, for example during a handover, the read waits up to --timeout.
 
 It prints the value, the copy that served it (instance, role, lag) and the
 changelog offset the answer reflects; --json prints the instance's answer as
-is. Exit status: 0 when answered (found or not), 1 when no copy met the
+is.
+
+Without --key it reads a range: the keys from --from (included) to --to
+(excluded) of every task of the store, either end open when not given, the
+first --limit in key order. With --key and --window-from or --window-to
+(milliseconds since the epoch or RFC 3339) it reads the windows of KEY in a
+windowed store whose start is in that range. Exit status: 0 when answered (found or not), 1 when no copy met the
 bounds in time or no instance could be asked, 2 on bad flags.`,
 	Args: cobra.NoArgs,
 	RunE: runQuery,
@@ -55,6 +61,11 @@ func init() {
 	f.Int64("min-offset", 0, "the answer must reflect the changelog at least up to this offset")
 	f.Duration("timeout", query.DefaultTimeout, "how long to wait for a copy that meets the bounds")
 	f.Bool("json", false, "print the answer as the instance's JSON")
+	f.String("from", "", "range read: the first key (default: the first in the store)")
+	f.String("to", "", "range read: the key after the last (default: past the last in the store)")
+	f.String("window-from", "", "window read: the earliest window start, ms since the epoch or RFC 3339")
+	f.String("window-to", "", "window read: the window start after the last, ms since the epoch or RFC 3339")
+	f.Int("limit", query.DefaultLimit, "range and window reads: at most this many entries")
 	rootCmd.AddCommand(queryCmd)
 }
 
@@ -72,8 +83,12 @@ func runQuery(cmd *cobra.Command, _ []string) error {
 	switch {
 	case store == "":
 		return usageErr(errors.New("--store: required"))
-	case !f.Changed("key"):
-		return usageErr(errors.New("--key: required"))
+	case !f.Changed("key") && (f.Changed("window-from") || f.Changed("window-to")):
+		return usageErr(errors.New("--window-from and --window-to: a window read needs --key"))
+	case !f.Changed("key") && !f.Changed("from") && !f.Changed("to"):
+		return usageErr(errors.New("--key, or --from and --to for a range: required"))
+	case f.Changed("key") && (f.Changed("from") || f.Changed("to")):
+		return usageErr(errors.New("--from and --to: a range read has no --key"))
 	case endpoint == "" && (strings.TrimSpace(brokers) == "" || appID == ""):
 		return usageErr(errors.New("--brokers and --app-id, or --endpoint: required to find an instance"))
 	case endpoint != "" && brokers != "":
@@ -94,11 +109,41 @@ func runQuery(cmd *cobra.Command, _ []string) error {
 			return err
 		}
 	}
-	b := query.Bounds{MaxLag: maxLag, MinOffset: minOffset, Timeout: timeout}
-	var a query.Answer
+	limit, _ := f.GetInt("limit")
+	if limit < 1 || limit > query.MaxLimit {
+		return usageErr(fmt.Errorf("--limit: must be from 1 to %d, got %d", query.MaxLimit, limit))
+	}
+	b := query.Bounds{MaxLag: maxLag, MinOffset: minOffset, Timeout: timeout, Limit: limit}
+	var read func(endpoint string) (any, error)
+	switch {
+	case !f.Changed("key"):
+		var from, to []byte
+		if f.Changed("from") {
+			v, _ := f.GetString("from")
+			from = []byte(v)
+		}
+		if f.Changed("to") {
+			v, _ := f.GetString("to")
+			to = []byte(v)
+		}
+		read = func(e string) (any, error) { return query.AskRange(ctx, http.DefaultClient, e, store, from, to, "", b, false) }
+	case f.Changed("window-from") || f.Changed("window-to"):
+		wf, _ := f.GetString("window-from")
+		wt, _ := f.GetString("window-to")
+		from, to, err := query.ParseWindow(wf, wt)
+		if err != nil {
+			return usageErr(err)
+		}
+		read = func(e string) (any, error) {
+			return query.AskWindows(ctx, http.DefaultClient, e, store, []byte(key), from, to, b, false)
+		}
+	default:
+		read = func(e string) (any, error) { return query.Ask(ctx, http.DefaultClient, e, store, []byte(key), b, false) }
+	}
+	var a any
 	var err error
 	for _, e := range endpoints {
-		a, err = query.Ask(ctx, http.DefaultClient, e, store, []byte(key), b, false)
+		a, err = read(e)
 		var se *query.StatusError
 		if err == nil || errors.As(err, &se) {
 			break // answered, or refused by an instance that could ask the others
@@ -111,7 +156,13 @@ func runQuery(cmd *cobra.Command, _ []string) error {
 		}
 		return err
 	}
-	printAnswer(cmd.OutOrStdout(), a, asJSON)
+	w := cmd.OutOrStdout()
+	switch a := a.(type) {
+	case query.Answer:
+		printAnswer(w, a, asJSON)
+	case query.RangeAnswer:
+		printRange(w, a, f.Changed("key"), asJSON)
+	}
 	return nil
 }
 
@@ -154,6 +205,28 @@ func groupEndpoints(ctx context.Context, brokers, appID string, timeout time.Dur
 			return nil, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+}
+
+// printRange prints a range read's entries, one a line, then the copy
+// that answered for each task.
+func printRange(w io.Writer, ra query.RangeAnswer, windows, asJSON bool) {
+	if asJSON {
+		_ = json.NewEncoder(w).Encode(ra)
+		return
+	}
+	for _, e := range ra.Entries {
+		if windows {
+			fmt.Fprintf(w, "%s[%s] window %s = %s\n", ra.Store, strconv.Quote(string(e.Key)), e.WindowStart.UTC().Format(time.RFC3339Nano), e.Value)
+			continue
+		}
+		fmt.Fprintf(w, "%s[%s] = %s  (task %s)\n", ra.Store, strconv.Quote(string(e.Key)), e.Value, e.Task)
+	}
+	if ra.Truncated {
+		fmt.Fprintf(w, "  (more entries in the range: raise --limit)\n")
+	}
+	for _, a := range ra.Tasks {
+		fmt.Fprintf(w, "  task %s served by %s (%s, lag %d), changelog offset %d\n", a.Task, a.Instance, a.Role, a.Lag, a.Offset)
 	}
 }
 

@@ -47,6 +47,16 @@ func TestQueryCommand(t *testing.T) {
 			t.Errorf("query %s --endpoint --json: exit %d, %q %q (%v)", key, code, out, errOut, err)
 		}
 	}
+	// A range over every task: fig and kiwi, and the copy of each task.
+	out, errOut, code = runBaton(t, "", append(group, "--from", "f", "--to", "l")...)
+	if code != 0 || !strings.Contains(out, `counts["fig"] = 3  (task 1_`) || !strings.Contains(out, `counts["kiwi"] = 6  (task 1_`) ||
+		strings.Count(out, "served by") != 4 {
+		t.Errorf("range [f, l): exit %d, %q %q", code, out, errOut)
+	}
+	out, _, code = runBaton(t, "", append(group, "--from", "f", "--limit", "1")...)
+	if code != 0 || !strings.HasPrefix(out, `counts["fig"] = 3`) || !strings.Contains(out, "raise --limit") {
+		t.Errorf("range from f, limit 1: exit %d, %q", code, out)
+	}
 	out, _, code = runBaton(t, "", append(group, "--key", "absent word", "--max-lag", "1000")...)
 	if code != 0 || !strings.HasPrefix(out, `counts["absent word"]: not found`) {
 		t.Errorf("query of a missing key: exit %d, %q", code, out)
@@ -57,7 +67,11 @@ func TestQueryCommand(t *testing.T) {
 		says string
 	}{
 		{[]string{"query", "--brokers", e.brokers, "--app-id", e.appID, "--key", "fig"}, 2, "--store: required"},
-		{[]string{"query", "--brokers", e.brokers, "--app-id", e.appID, "--store", "counts"}, 2, "--key: required"},
+		{[]string{"query", "--brokers", e.brokers, "--app-id", e.appID, "--store", "counts"}, 2, "--key, or --from and --to for a range: required"},
+		{append(group, "--key", "fig", "--from", "a"), 2, "a range read has no --key"},
+		{append(group, "--window-from", "0"), 2, "a window read needs --key"},
+		{append(group, "--key", "fig", "--window-from", "last week"), 2, `window-from="last week"`},
+		{append(group, "--from", "a", "--limit", "0"), 2, "--limit: must be from 1"},
 		{[]string{"query", "--store", "counts", "--key", "fig"}, 2, "--brokers and --app-id, or --endpoint"},
 		{append(group, "--key", "fig", "--max-lag", "-3"), 2, "--max-lag: must be >= 0"},
 		{append(group, "--key", "fig", "--timeout", "0s"), 2, "--timeout: must be > 0"},

@@ -106,6 +106,8 @@ explains every figure.`,
 					*d = *src.(*int)
 				case *int32:
 					*d = *src.(*int32)
+				case *int64:
+					*d = *src.(*int64)
 				case *time.Duration:
 					*d = *src.(*time.Duration)
 				case *string:
@@ -122,6 +124,8 @@ explains every figure.`,
 			override("balance-cap", &cfg.BalanceCap, &c.BalanceCap)
 			override("backlog", &cfg.Backlog, &c.Backlog)
 			override("guarantee", &cfg.Guarantee, &c.Guarantee)
+			override("queries", &cfg.Queries, &c.Queries)
+			override("query-max-lag", &cfg.QueryMaxLag, &c.QueryMaxLag)
 			override("compare", &cfg.CompareDir, &c.CompareDir)
 			cfg.SimScenarios = simDir
 			if err := cfg.Validate(); err != nil {
@@ -164,6 +168,8 @@ explains every figure.`,
 	f.DurationVar(&c.BalanceCap, "balance-cap", 15*time.Minute, "longest wait after an event for the group to run balanced (--short: 1m)")
 	f.IntVar(&c.Backlog, "backlog", 2_000_000, "lines of the cold-start backlog for the throughput figure; 0: skip (--short: 20000)")
 	f.StringVar(&c.Guarantee, "guarantee", "at-least-once", "processing guarantee of every engine: at-least-once or exactly-once")
+	f.IntVar(&c.Queries, "queries", 3, "clients reading counts through the instances' GET /query from the steady window on, for engines that serve it (baton, kstreams); 0: none (--short: 2)")
+	f.Int64Var(&c.QueryMaxLag, "query-max-lag", 10000, "each read's lag bound in records; -1: the active only")
 	f.StringVar(&c.CompareDir, "compare", "compare", "folder of the peers (compare/<peer>/build.sh)")
 	f.StringVar(&out, "out", "", "directory for versus.json, the recordings and a plot per event")
 	f.StringVar(&simDir, "sim-scenarios", "", "directory for each run's `baton sim` scenario (the group at the event, the model's parameters from the run)")

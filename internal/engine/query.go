@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -49,14 +50,12 @@ type querySource struct{ a *App }
 
 func (q querySource) Instance() string { return q.a.cfg.InstanceID }
 
-// TaskOf maps key to its task as the topology's partitioner places it:
-// the partition of key among the partitions of the store's subtopology's
-// sources.
-func (q querySource) TaskOf(store string, key []byte) (string, error) {
+// storeTasks returns the subtopology of store and its partition count.
+func (q querySource) storeTasks(store string) (sub int, parts int32, err error) {
 	a := q.a
 	for _, g := range a.top.GlobalStores() {
 		if g.Name == store {
-			return "", fmt.Errorf("%w: %q is a global store; queries read the stores of tasks", query.ErrNoStore, store)
+			return 0, 0, fmt.Errorf("%w: %q is a global store; queries read the stores of tasks", query.ErrNoStore, store)
 		}
 	}
 	for _, s := range a.top.Subtopologies() {
@@ -67,11 +66,35 @@ func (q querySource) TaskOf(store string, key []byte) (string, error) {
 		n := a.topicParts[s.Sources[0]]
 		a.partsMu.Unlock()
 		if n <= 0 {
-			return "", fmt.Errorf("%w: store %s: instance %s does not know the partitions of %s yet (it has not joined)", query.ErrUnavailable, store, a.cfg.InstanceID, s.Sources[0])
+			return 0, 0, fmt.Errorf("%w: store %s: instance %s does not know the partitions of %s yet (it has not joined)", query.ErrUnavailable, store, a.cfg.InstanceID, s.Sources[0])
 		}
-		return topology.TaskID(s.ID, topology.Partition(key, n)), nil
+		return s.ID, n, nil
 	}
-	return "", fmt.Errorf("%w: %q (the application's stores: %v)", query.ErrNoStore, store, a.StoreNames())
+	return 0, 0, fmt.Errorf("%w: %q (the application's stores: %v)", query.ErrNoStore, store, a.StoreNames())
+}
+
+// TaskOf maps key to its task as the topology's partitioner places it:
+// the partition of key among the partitions of the store's subtopology's
+// sources.
+func (q querySource) TaskOf(store string, key []byte) (string, error) {
+	sub, n, err := q.storeTasks(store)
+	if err != nil {
+		return "", err
+	}
+	return topology.TaskID(sub, topology.Partition(key, n)), nil
+}
+
+// Tasks returns every task of store's subtopology.
+func (q querySource) Tasks(store string) ([]string, error) {
+	sub, n, err := q.storeTasks(store)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, n)
+	for p := range n {
+		out[p] = topology.TaskID(sub, p)
+	}
+	return out, nil
 }
 
 // StoreNames returns the names of the stores queries read: every store
@@ -87,24 +110,37 @@ func (a *App) StoreNames() []string {
 	return slices.Compact(names)
 }
 
-// Read reads key from this instance's copy of task.
-func (q querySource) Read(task, store string, key []byte) (query.Copy, bool, error) {
+// copyOf returns this instance's open copy of task's store, if it may
+// answer reads.
+func (q querySource) copyOf(task, store string) (readCopy, state.Store, bool) {
 	a := q.a
 	if _, unconfirmed := a.confirmation(time.Now()); unconfirmed {
 		// The group has not confirmed this member for a session timeout:
 		// others may run its tasks by now, and how far behind its copies
 		// are is not known. It serves nothing until confirmed again.
-		return query.Copy{}, false, nil
+		return readCopy{}, nil, false
 	}
 	m := a.readable.Load()
 	if m == nil {
-		return query.Copy{}, false, nil
+		return readCopy{}, nil, false
 	}
 	c, ok := (*m)[task]
 	if !ok {
-		return query.Copy{}, false, nil
+		return readCopy{}, nil, false
 	}
 	st, ok := c.stores[store]
+	return c, st, ok
+}
+
+// answer is what copy c says of itself, reading store of task at checkpoint ckpt.
+func (q querySource) answer(c readCopy, task, store string, ckpt int64) query.Copy {
+	return query.Copy{Restoring: c.restoring, Answer: query.Answer{Store: store, Task: task, Instance: q.a.cfg.InstanceID,
+		Role: c.role.String(), Lag: c.lag, Offset: ckpt}}
+}
+
+// Read reads key from this instance's copy of task.
+func (q querySource) Read(task, store string, key []byte) (query.Copy, bool, error) {
+	c, st, ok := q.copyOf(task, store)
 	if !ok {
 		return query.Copy{}, false, nil
 	}
@@ -115,8 +151,80 @@ func (q querySource) Read(task, store string, key []byte) (query.Copy, bool, err
 	if err != nil {
 		return query.Copy{}, false, err
 	}
-	return query.Copy{Restoring: c.restoring, Answer: query.Answer{Store: store, Key: key, Found: found, Value: v,
-		Task: task, Instance: a.cfg.InstanceID, Role: c.role.String(), Lag: c.lag, Offset: ckpt}}, true, nil
+	out := q.answer(c, task, store, ckpt)
+	out.Key, out.Found, out.Value = key, found, v
+	return out, true, nil
+}
+
+// errEnough stops a store read that has what it needs.
+var errEnough = errors.New("enough")
+
+// ReadWindows reads the first limit windows of key starting in
+// [from, to) of this instance's copy of task's windowed store. The
+// store sorts windows by start, then key: the read goes over every key's
+// windows in that time and keeps key's.
+func (q querySource) ReadWindows(task, store string, key []byte, from, to time.Time, limit int) (query.Copy, bool, error) {
+	c, st, ok := q.copyOf(task, store)
+	if !ok {
+		return query.Copy{}, false, nil
+	}
+	var entries []query.Entry
+	ckpt, err := st.ReadRange(topology.WindowStoreKey(from, nil), topology.WindowStoreKey(to, nil), 0, func(k, v []byte) error {
+		start, rk, ok := topology.ParseWindowStoreKey(k)
+		if !ok || !bytes.Equal(rk, key) {
+			return nil
+		}
+		entries = append(entries, query.Entry{Key: key, Value: v, Task: task, WindowStart: start})
+		if len(entries) > limit {
+			return errEnough
+		}
+		return nil
+	})
+	if errors.Is(err, state.ErrClosed) {
+		return query.Copy{}, false, nil
+	}
+	if err != nil && !errors.Is(err, errEnough) {
+		return query.Copy{}, false, err
+	}
+	if errors.Is(err, errEnough) {
+		// The checkpoint of a read stopped early: read it again whole.
+		if _, _, ckpt, err = st.Read(nil); err != nil {
+			return query.Copy{}, false, nil
+		}
+	}
+	out := q.answer(c, task, store, ckpt)
+	if len(entries) > limit {
+		entries, out.Truncated = entries[:limit], true
+	}
+	out.Entries = entries
+	return out, true, nil
+}
+
+// ReadRange reads the first limit keys in [from, to) of this instance's
+// copy of task.
+func (q querySource) ReadRange(task, store string, from, to []byte, limit int) (query.Copy, bool, error) {
+	c, st, ok := q.copyOf(task, store)
+	if !ok {
+		return query.Copy{}, false, nil
+	}
+	var entries []query.Entry
+	// One more than the limit tells a truncated range.
+	ckpt, err := st.ReadRange(from, to, limit+1, func(k, v []byte) error {
+		entries = append(entries, query.Entry{Key: k, Value: v, Task: task})
+		return nil
+	})
+	if errors.Is(err, state.ErrClosed) {
+		return query.Copy{}, false, nil
+	}
+	if err != nil {
+		return query.Copy{}, false, err
+	}
+	out := q.answer(c, task, store, ckpt)
+	if len(entries) > limit {
+		entries, out.Truncated = entries[:limit], true
+	}
+	out.Entries = entries
+	return out, true, nil
 }
 
 // errRebalancing: the group's members' metadata is hidden while it

@@ -44,6 +44,10 @@ type Bounds struct {
 	// Timeout is how long to wait for a copy that meets the bounds; zero
 	// is DefaultTimeout.
 	Timeout time.Duration
+	// MinOffsets are, for a range read, each task's MinOffset.
+	MinOffsets map[string]int64
+	// Limit bounds a range read's entries; zero is DefaultLimit.
+	Limit int
 }
 
 // ActiveOnly are the default bounds: the active, any offset.
@@ -65,6 +69,9 @@ type Answer struct {
 	Role     string
 	Lag      int64
 	Offset   int64
+	// Entries and Truncated are one task's part of a range read.
+	Entries   []Entry
+	Truncated bool
 }
 
 // Copy is this instance's copy of a task, as a read found it.

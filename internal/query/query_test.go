@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -64,7 +65,7 @@ func TestParseBounds(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || b != c.want || local != c.local {
+		if err != nil || !reflect.DeepEqual(b, c.want) || local != c.local {
 			t.Errorf("%q: %+v %v %v, want %+v %v", c.query, b, local, err, c.want, c.local)
 		}
 	}
@@ -100,6 +101,37 @@ func (f *fake) Read(task, store string, key []byte) (Copy, bool, error) {
 		c.Found, c.Value = true, []byte(f.instance)
 	}
 	return c, ok, nil
+}
+
+func (f *fake) Tasks(store string) ([]string, error) {
+	if store != "counts" {
+		return nil, errors.Join(ErrNoStore, errors.New(store))
+	}
+	return []string{"1_0", "1_1", "1_2", "1_3"}, nil
+}
+
+// ReadRange answers, of task t's copy, the keys t+"a", t+"b" and t+"c"
+// (each valued by the instance) in [from, to).
+func (f *fake) ReadRange(task, store string, from, to []byte, limit int) (Copy, bool, error) {
+	c, ok, _ := f.Read(task, store, nil)
+	if !ok {
+		return c, false, nil
+	}
+	c.Key, c.Found, c.Value = nil, false, nil
+	for _, k := range []string{task + "a", task + "b", task + "c"} {
+		if (from == nil || k >= string(from)) && (to == nil || k < string(to)) {
+			if len(c.Entries) == limit {
+				c.Truncated = true
+				break
+			}
+			c.Entries = append(c.Entries, Entry{Key: []byte(k), Value: []byte(f.instance), Task: task})
+		}
+	}
+	return c, true, nil
+}
+
+func (f *fake) ReadWindows(task, store string, key []byte, from, to time.Time, limit int) (Copy, bool, error) {
+	return Copy{}, false, nil
 }
 
 func (f *fake) Peers(context.Context) ([]Peer, error) {
@@ -204,7 +236,12 @@ func TestRouterRefusals(t *testing.T) {
 	}{
 		{"/query/nosuch/A", http.StatusNotFound, "no such store"},
 		{"/query/counts/A?max-lag=x", http.StatusBadRequest, `max-lag="x"`},
-		{"/query/counts", http.StatusBadRequest, "want /query/STORE/KEY"},
+		{"/query/", http.StatusBadRequest, "want /query/STORE/KEY"},
+		{"/query/counts?limit=0", http.StatusBadRequest, `limit="0"`},
+		{"/query/counts?min-offsets=1_0", http.StatusBadRequest, `min-offsets="1_0": want TASK:OFFSET`},
+		{"/query/counts/A?window-from=yesterday", http.StatusBadRequest, `window-from="yesterday"`},
+		{"/query/counts?task=9_9", http.StatusBadRequest, `task="9_9"`},
+		{"/query/counts?timeout=200ms", http.StatusServiceUnavailable, "no copy met the bounds"},
 		{"/query/counts/A?timeout=200ms", http.StatusServiceUnavailable, "task 1_1: no copy met the bounds (the active, restored) within"},
 		{"/query/counts/A?timeout=200ms&max-lag=100", http.StatusServiceUnavailable, "the lowest lag seen was 400"},
 	} {
@@ -236,5 +273,38 @@ func TestAnswerWire(t *testing.T) {
 		if !a.Found && strings.Contains(string(b), `"value`) {
 			t.Errorf("%s: a missing key has a value", b)
 		}
+	}
+}
+
+func TestRouterRange(t *testing.T) {
+	fakes, endpoints := group(t, 3)
+	fakes[0].set("1_0", Copy{Answer: Answer{Role: RoleActive, Offset: 10}})
+	fakes[1].set("1_1", Copy{Answer: Answer{Role: RoleActive, Offset: 11}})
+	fakes[1].set("1_2", Copy{Answer: Answer{Role: RoleActive, Offset: 12}})
+	fakes[2].set("1_3", Copy{Answer: Answer{Role: RoleActive, Offset: 13}})
+	ctx := context.Background()
+	ra, err := AskRange(ctx, http.DefaultClient, endpoints[0], "counts", []byte("1_0b"), []byte("1_3b"), "", Bounds{MaxLag: -1, Timeout: time.Second}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range ra.Entries {
+		got = append(got, string(e.Key)+"="+string(e.Value)+"@"+e.Task)
+	}
+	want := []string{"1_0b=a@1_0", "1_0c=a@1_0", "1_1a=b@1_1", "1_1b=b@1_1", "1_1c=b@1_1", "1_2a=b@1_2", "1_2b=b@1_2", "1_2c=b@1_2", "1_3a=c@1_3"}
+	if strings.Join(got, " ") != strings.Join(want, " ") || ra.Truncated {
+		t.Errorf("range: %v (truncated %v), want %v", got, ra.Truncated, want)
+	}
+	if len(ra.Tasks) != 4 || ra.Tasks[3].Instance != "c" || ra.Tasks[3].Offset != 13 {
+		t.Errorf("tasks: %+v", ra.Tasks)
+	}
+	ra, err = AskRange(ctx, http.DefaultClient, endpoints[2], "counts", nil, nil, "", Bounds{MaxLag: -1, Limit: 4, Timeout: time.Second}, false)
+	if err != nil || len(ra.Entries) != 4 || !ra.Truncated || string(ra.Entries[3].Key) != "1_1a" {
+		t.Errorf("limit 4: %+v, %v; want the first 4, truncated", ra, err)
+	}
+	// Each task's offset bound holds: 1_2 is at 12, so min 13 waits and fails.
+	_, err = AskRange(ctx, http.DefaultClient, endpoints[0], "counts", nil, nil, "", Bounds{MaxLag: -1, MinOffsets: map[string]int64{"1_2": 13}, Timeout: 200 * time.Millisecond}, false)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "task 1_2") {
+		t.Errorf("min-offsets beyond 1_2's copy: %v, want unavailable naming task 1_2", err)
 	}
 }

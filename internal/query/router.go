@@ -30,6 +30,16 @@ type Source interface {
 	// Read reads key from this instance's copy of task, if it has one
 	// that is open. It is called from any goroutine.
 	Read(task, store string, key []byte) (Copy, bool, error)
+	// Tasks returns the tasks of store (ErrNoStore as TaskOf).
+	Tasks(store string) ([]string, error)
+	// ReadRange reads the first limit keys in [from, to) of this
+	// instance's copy of task into the Copy's Entries (Truncated when
+	// there were more), as Read.
+	ReadRange(task, store string, from, to []byte, limit int) (Copy, bool, error)
+	// ReadWindows reads the first limit windows of key starting in
+	// [from, to) of this instance's copy of task's windowed store, as
+	// ReadRange.
+	ReadWindows(task, store string, key []byte, from, to time.Time, limit int) (Copy, bool, error)
 	// Peers returns the group's other instances.
 	Peers(ctx context.Context) ([]Peer, error)
 }
@@ -73,6 +83,13 @@ func NewRouter(src Source, client *http.Client) *Router {
 	return r
 }
 
+// op is one kind of read, of one task: of this instance's copy, and of
+// another instance's (asked to read its own copy, at once).
+type op struct {
+	local  func() (Copy, bool, error)
+	remote func(ctx context.Context, endpoint string, b Bounds) (Answer, error)
+}
+
 // Get reads key from store through a copy that meets b: this instance's
 // own, or, unless here, another instance's (asked over HTTP, Ask). It
 // looks again until the bounds' timeout while no copy meets them, for
@@ -80,27 +97,43 @@ func NewRouter(src Source, client *http.Client) *Router {
 // wrapping ErrUnavailable. here makes it read this instance only, and at
 // once: what one instance asks another.
 func (r *Router) Get(ctx context.Context, store string, key []byte, b Bounds, here bool) (Answer, error) {
-	if b.Timeout <= 0 {
-		b.Timeout = DefaultTimeout
+	b = b.withDefaults()
+	start := time.Now()
+	task, err := r.taskOf(ctx, store, key, b, here)
+	if err != nil {
+		return Answer{}, err
 	}
+	return r.serve(ctx, start, store, task, b, here, op{
+		local: func() (Copy, bool, error) { return r.src.Read(task, store, key) },
+		remote: func(ctx context.Context, endpoint string, b Bounds) (Answer, error) {
+			return Ask(ctx, r.client, endpoint, store, key, b, true)
+		},
+	})
+}
+
+// taskOf maps key to its task. An instance that has not joined yet does
+// not know its topics' partitions: it waits for them like for a copy.
+func (r *Router) taskOf(ctx context.Context, store string, key []byte, b Bounds, here bool) (string, error) {
 	start := time.Now()
 	task, err := r.src.TaskOf(store, key)
-	// An instance that has not joined yet does not know its topics'
-	// partitions: it waits for them like for a copy.
 	for errors.Is(err, ErrUnavailable) && !here && time.Since(start)+retry <= b.Timeout {
 		select {
 		case <-ctx.Done():
-			return Answer{}, errors.Join(err, ctx.Err())
+			return "", errors.Join(err, ctx.Err())
 		case <-time.After(retry):
 		}
 		task, err = r.src.TaskOf(store, key)
 	}
-	if err != nil {
-		return Answer{}, err
-	}
+	return task, err
+}
+
+// serve runs o on task until a copy that meets b answers, or the timeout
+// counted from start passes.
+func (r *Router) serve(ctx context.Context, start time.Time, store, task string, b Bounds, here bool, o op) (Answer, error) {
+	b.MinOffset = max(b.MinOffset, b.MinOffsets[task])
 	miss := &UnavailableError{Store: store, Task: task, Bounds: b, Lowest: -1, Offset: -1}
 	for {
-		if a, ok := r.attempt(ctx, task, store, key, b, here, miss); ok {
+		if a, ok := r.attempt(ctx, task, b, here, o, miss); ok {
 			return a, nil
 		}
 		miss.Waited = time.Since(start)
@@ -118,14 +151,14 @@ func (r *Router) Get(ctx context.Context, store string, key []byte, b Bounds, he
 // attempt looks once: this instance's copy, then the instance that
 // answered last as the active, then every instance the group shows with
 // the task, then every other. It notes in miss what it saw.
-func (r *Router) attempt(ctx context.Context, task, store string, key []byte, b Bounds, here bool, miss *UnavailableError) (Answer, bool) {
+func (r *Router) attempt(ctx context.Context, task string, b Bounds, here bool, o op, miss *UnavailableError) (Answer, bool) {
 	seen := func(c Copy) {
 		if miss.Lowest < 0 || c.Lag < miss.Lowest {
 			miss.Lowest = c.Lag
 		}
 		miss.Offset = max(miss.Offset, c.Offset)
 	}
-	c, ok, err := r.src.Read(task, store, key)
+	c, ok, err := o.local()
 	if err == nil && ok {
 		seen(c)
 		if Serves(c, b) {
@@ -163,7 +196,7 @@ func (r *Router) attempt(ctx context.Context, task, store string, key []byte, b 
 				todo = append(todo, e)
 			}
 		}
-		if a, ok := r.ask(ctx, todo, task, store, key, b, seen); ok {
+		if a, ok := r.ask(ctx, todo, task, b, o, seen); ok {
 			r.mu.Lock()
 			if a.Role == RoleActive {
 				r.mu.route[task] = a.endpoint
@@ -184,7 +217,7 @@ type remote struct {
 
 // ask asks every endpoint at once to read its own copy, and returns the
 // best answer that meets b.
-func (r *Router) ask(ctx context.Context, endpoints []string, task, store string, key []byte, b Bounds, seen func(Copy)) (remote, bool) {
+func (r *Router) ask(ctx context.Context, endpoints []string, task string, b Bounds, o op, seen func(Copy)) (remote, bool) {
 	if len(endpoints) == 0 {
 		return remote{}, false
 	}
@@ -198,7 +231,7 @@ func (r *Router) ask(ctx context.Context, endpoints []string, task, store string
 		go func() {
 			// Asked for any lag, so that the reply says how far behind
 			// the copy is; the bounds are checked here.
-			a, err := Ask(ctx, r.client, e, store, key, Bounds{MaxLag: maxLag, Timeout: 0}, true)
+			a, err := o.remote(ctx, e, Bounds{MaxLag: maxLag, Limit: b.Limit})
 			replies <- reply{a, err, e}
 		}()
 	}

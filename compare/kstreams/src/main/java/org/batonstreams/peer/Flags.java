@@ -17,7 +17,7 @@ final class Flags {
 
     static final Set<String> REQUIRED = Set.of("brokers", "app-id", "instance", "input", "output", "state-dir");
     static final Set<String> OPTIONAL = Set.of("standbys", "guarantee", "threads", "acceptable-lag",
-            "max-warmups", "probing-interval-ms", "group-protocol", "commit-interval-ms");
+            "max-warmups", "probing-interval-ms", "group-protocol", "commit-interval-ms", "http");
     static final String[] ORDER = {"brokers", "app-id", "instance", "input", "output", "state-dir"};
 
     String brokers, appId, instance, input, output, stateDir;
@@ -29,6 +29,8 @@ final class Flags {
     Long probingIntervalMs;
     String groupProtocol = "classic";
     Long commitIntervalMs;
+    String httpHost;
+    int httpPort = -1;
 
     static Flags parse(String[] args) throws Bad {
         Map<String, String> v = new HashMap<>();
@@ -104,6 +106,21 @@ final class Flags {
                 // rebalances: it reassigns as members report their lags.
                 throw new Bad("flag --probing-interval-ms: Kafka Streams has no probing rebalances under --group-protocol streams");
             }
+        }
+        if (v.containsKey("http")) {
+            String a = v.get("http");
+            int colon = a.lastIndexOf(':');
+            int port = -1;
+            try {
+                port = colon > 0 ? Integer.parseInt(a.substring(colon + 1)) : -1;
+            } catch (NumberFormatException e) {
+                port = -1;
+            }
+            if (port < 1 || port > 65535) {
+                throw new Bad("flag --http: want HOST:PORT with a port from 1 to 65535, got " + quote(a));
+            }
+            f.httpHost = a.substring(0, colon);
+            f.httpPort = port;
         }
         if (v.containsKey("commit-interval-ms")) {
             f.commitIntervalMs = number(v, "commit-interval-ms", 0, Long.MAX_VALUE);

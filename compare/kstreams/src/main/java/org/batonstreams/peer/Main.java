@@ -38,6 +38,7 @@ import org.apache.kafka.streams.ThreadMetadata;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.TopologyDescription;
 import org.apache.kafka.streams.processor.StateRestoreListener;
+import org.apache.kafka.streams.state.HostInfo;
 
 /**
  * The Kafka Streams peer of {@code baton bench versus}: the wordcount of
@@ -90,6 +91,11 @@ public final class Main {
         p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, f.groupProtocol);
         if (f.commitIntervalMs != null) {
             p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, f.commitIntervalMs.toString());
+        }
+        if (f.httpPort > 0) {
+            // Interactive queries: every instance names its endpoint to the
+            // group, as baton's --http does.
+            p.put(StreamsConfig.APPLICATION_SERVER_CONFIG, f.httpHost + ":" + f.httpPort);
         }
         boolean streamsProtocol = f.groupProtocol.equals("streams");
         if (!streamsProtocol) {
@@ -176,6 +182,13 @@ public final class Main {
         }, "shutdown"));
 
         streams.start();
+        if (f.httpPort > 0) {
+            try {
+                Queries.serve(streams, f.instance, new HostInfo(f.httpHost, f.httpPort));
+            } catch (IOException e) {
+                throw new Fatal("--http " + f.httpHost + ":" + f.httpPort + ": " + oneLine(e));
+            }
+        }
         ticker.scheduleAtFixedRate(() -> {
             try {
                 System.out.println(status(f.instance, processId, streams, subtopologyIds, processed.get(),
