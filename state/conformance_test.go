@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -343,7 +345,7 @@ func TestStoreClosed(t *testing.T) {
 func TestStoreReadFromOutside(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s Store) {
 		var wg sync.WaitGroup
-		reads := make([]int, 4)
+		reads := make([]atomic.Int64, 4)
 		for r := range reads {
 			wg.Add(1)
 			go func() {
@@ -383,13 +385,19 @@ func TestStoreReadFromOutside(t *testing.T) {
 						t.Errorf("reader %d at checkpoint %d: %q, want %q", r, ckpt, got, want)
 						return
 					}
-					reads[r]++
+					reads[r].Add(1)
 				}
 			}()
 		}
+		// The batches are spaced out, so that the readers run between
+		// them (without, the owner may write them all before any reader
+		// starts).
 		for off := int64(1); off <= 300; off++ {
 			v := strconv.FormatInt(off-1, 10)
 			apply(t, s, off, "j="+v, "k="+v)
+			if off%5 == 0 {
+				time.Sleep(50 * time.Microsecond)
+			}
 			if off == 150 {
 				if err := s.Wipe(); err != nil {
 					t.Fatal(err)
@@ -406,7 +414,7 @@ func TestStoreReadFromOutside(t *testing.T) {
 		if _, err := s.ReadRange(nil, nil, 0, func(k, v []byte) error { return nil }); !errors.Is(err, ErrClosed) {
 			t.Errorf("range read after close: %v, want ErrClosed", err)
 		}
-		t.Logf("reads per reader: %v", reads)
+		t.Logf("reads per reader: %d %d %d %d", reads[0].Load(), reads[1].Load(), reads[2].Load(), reads[3].Load())
 	})
 }
 

@@ -310,17 +310,7 @@ func (s *PebbleStore) isEmpty() (bool, error) {
 }
 
 // getRaw reads an internal key and copies its value.
-func (s *PebbleStore) getRaw(key []byte) ([]byte, bool, error) {
-	v, closer, err := s.db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	out := append([]byte{}, v...)
-	return out, true, closer.Close()
-}
+func (s *PebbleStore) getRaw(key []byte) ([]byte, bool, error) { return getCopy(s.db, key) }
 
 func (s *PebbleStore) errClosed() error {
 	return fmt.Errorf("%w: task %s store %s", ErrClosed, s.task, s.store)
@@ -367,30 +357,13 @@ func (s *PebbleStore) Read(key []byte) ([]byte, bool, int64, error) {
 	}
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
-	get := func(k []byte) ([]byte, bool, error) {
-		v, closer, err := snap.Get(k)
-		if errors.Is(err, pebble.ErrNotFound) {
-			return nil, false, nil
-		}
-		if err != nil {
-			return nil, false, s.wrap("read", err)
-		}
-		out := append([]byte{}, v...)
-		return out, true, closer.Close()
-	}
-	var ckpt int64
-	raw, ok, err := get(checkpointKey)
+	ckpt, err := s.snapCheckpoint(snap)
 	if err != nil {
 		return nil, false, 0, err
 	}
-	if ok {
-		if ckpt, ok = parseCheckpoint(raw); !ok {
-			return nil, false, 0, corrupt(s.task, s.store, s.dir, fmt.Errorf("unreadable checkpoint record %x", raw))
-		}
-	}
-	v, found, err := get(append([]byte{userPrefix}, key...))
+	v, found, err := getCopy(snap, append([]byte{userPrefix}, key...))
 	if err != nil {
-		return nil, false, 0, err
+		return nil, false, 0, s.wrap("read", err)
 	}
 	return v, found, ckpt, nil
 }
@@ -405,51 +378,43 @@ func (s *PebbleStore) ReadRange(start, end []byte, limit int, fn func(key, value
 	}
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
-	var ckpt int64
-	raw, closer, err := snap.Get(checkpointKey)
-	switch {
-	case errors.Is(err, pebble.ErrNotFound):
-	case err != nil:
-		return 0, s.wrap("read range", err)
-	default:
-		c, ok := parseCheckpoint(raw)
-		_ = closer.Close()
-		if !ok {
-			return 0, corrupt(s.task, s.store, s.dir, fmt.Errorf("unreadable checkpoint record %x", raw))
-		}
-		ckpt = c
-	}
-	bounds := &pebble.IterOptions{LowerBound: userLower, UpperBound: userUpper}
-	if start != nil {
-		bounds.LowerBound = append([]byte{userPrefix}, start...)
-	}
-	if end != nil {
-		bounds.UpperBound = append([]byte{userPrefix}, end...)
-	}
-	if bytes.Compare(bounds.LowerBound, bounds.UpperBound) >= 0 {
-		return ckpt, nil
-	}
-	it, err := snap.NewIter(bounds)
+	ckpt, err := s.snapCheckpoint(snap)
 	if err != nil {
-		return 0, s.wrap("read range", err)
+		return 0, err
 	}
-	n := 0
-	for valid := it.First(); valid && (limit <= 0 || n < limit); valid = it.Next() {
-		v, err := it.ValueAndErr()
-		if err != nil {
-			_ = it.Close()
-			return 0, s.wrap("read range", err)
-		}
-		if err := fn(bytes.Clone(it.Key()[1:]), bytes.Clone(v)); err != nil {
-			_ = it.Close()
-			return 0, err
-		}
-		n++
+	return ckpt, s.iterate(snap, "read range", start, end, limit, func(k, v []byte) error {
+		return fn(bytes.Clone(k), bytes.Clone(v))
+	})
+}
+
+// snapCheckpoint reads the checkpoint record of snap: 0 when there is
+// none.
+func (s *PebbleStore) snapCheckpoint(snap *pebble.Snapshot) (int64, error) {
+	raw, ok, err := getCopy(snap, checkpointKey)
+	if err != nil {
+		return 0, s.wrap("read", err)
 	}
-	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		return 0, s.wrap("read range", err)
+	if !ok {
+		return 0, nil
 	}
-	return ckpt, nil
+	c, ok := parseCheckpoint(raw)
+	if !ok {
+		return 0, corrupt(s.task, s.store, s.dir, fmt.Errorf("unreadable checkpoint record %x", raw))
+	}
+	return c, nil
+}
+
+// getCopy reads key from r and copies its value.
+func getCopy(r pebble.Reader, key []byte) ([]byte, bool, error) {
+	v, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	out := append([]byte{}, v...)
+	return out, true, closer.Close()
 }
 
 // Iterate implements Store.
@@ -457,6 +422,12 @@ func (s *PebbleStore) Iterate(start, end []byte, fn func(key, value []byte) erro
 	if err := s.usable(); err != nil {
 		return err
 	}
+	return s.iterate(s.db, "iterate", start, end, 0, fn)
+}
+
+// iterate calls fn for the user keys in [start, end) of r, at most limit
+// of them (limit <= 0: all); op names it in errors.
+func (s *PebbleStore) iterate(r pebble.Reader, op string, start, end []byte, limit int, fn func(key, value []byte) error) error {
 	bounds := &pebble.IterOptions{LowerBound: userLower, UpperBound: userUpper}
 	if start != nil {
 		bounds.LowerBound = append([]byte{userPrefix}, start...)
@@ -467,23 +438,25 @@ func (s *PebbleStore) Iterate(start, end []byte, fn func(key, value []byte) erro
 	if bytes.Compare(bounds.LowerBound, bounds.UpperBound) >= 0 {
 		return nil
 	}
-	it, err := s.db.NewIter(bounds)
+	it, err := r.NewIter(bounds)
 	if err != nil {
-		return s.wrap("iterate", err)
+		return s.wrap(op, err)
 	}
-	for valid := it.First(); valid; valid = it.Next() {
+	n := 0
+	for valid := it.First(); valid && (limit <= 0 || n < limit); valid = it.Next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			_ = it.Close()
-			return s.wrap("iterate", err)
+			return s.wrap(op, err)
 		}
 		if err := fn(it.Key()[1:], v); err != nil {
 			_ = it.Close()
 			return err
 		}
+		n++
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		return s.wrap("iterate", err)
+		return s.wrap(op, err)
 	}
 	return nil
 }

@@ -41,8 +41,8 @@ var faults = []fault{
 		name:  "query-read-two-moments",
 		what:  "a read takes its checkpoint apart from its value: an answer claims an offset its value does not belong to",
 		file:  "state/pebble.go",
-		old:   "\tv, found, err := get(append([]byte{userPrefix}, key...))\n",
-		new:   "\tckpt = max(s.ckpt.Load(), 0)\n\tv, found, err := get(append([]byte{userPrefix}, key...))\n",
+		old:   "\tv, found, err := getCopy(snap, append([]byte{userPrefix}, key...))\n",
+		new:   "\tckpt = max(s.ckpt.Load(), 0)\n\tv, found, err := getCopy(snap, append([]byte{userPrefix}, key...))\n",
 		tests: []tests{{"./state", "^TestStoreReadFromOutside$"}},
 	},
 	{
