@@ -3,7 +3,6 @@ package state
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 )
 
@@ -54,15 +53,30 @@ func (m *MemoryStore) Get(key []byte) ([]byte, bool, error) {
 // Iterate implements Store. It copies the pairs in range under the lock,
 // then calls fn without it, which gives fn a snapshot.
 func (m *MemoryStore) Iterate(start, end []byte, fn func(key, value []byte) error) error {
-	type kv struct {
-		k string
-		v []byte
+	pairs, _, err := m.snapshot(start, end)
+	if err != nil {
+		return err
 	}
-	var snap []kv
+	for _, p := range pairs {
+		if err := fn([]byte(p.k), p.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type kv struct {
+	k string
+	v []byte // never modified in place
+}
+
+// snapshot copies the pairs in [start, end) and the checkpoint (0: none)
+// under the lock.
+func (m *MemoryStore) snapshot(start, end []byte) ([]kv, int64, error) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.mu.closed {
-		m.mu.Unlock()
-		return m.errClosed()
+		return nil, 0, m.errClosed()
 	}
 	m.sortKeysLocked()
 	keys := m.mu.keys
@@ -73,17 +87,11 @@ func (m *MemoryStore) Iterate(start, end []byte, fn func(key, value []byte) erro
 	if end != nil {
 		hi, _ = slices.BinarySearch(keys, string(end))
 	}
+	var pairs []kv
 	for i := lo; i < hi; i++ {
-		snap = append(snap, kv{keys[i], m.mu.data[keys[i]]})
+		pairs = append(pairs, kv{keys[i], m.mu.data[keys[i]]})
 	}
-	m.mu.Unlock()
-
-	for _, p := range snap {
-		if err := fn([]byte(p.k), p.v); err != nil {
-			return err
-		}
-	}
-	return nil
+	return pairs, max(m.mu.ckpt, 0), nil
 }
 
 func (m *MemoryStore) sortKeysLocked() {
@@ -140,30 +148,16 @@ func (m *MemoryStore) Read(key []byte) ([]byte, bool, int64, error) {
 
 // ReadRange implements Store: it copies the pairs under the lock.
 func (m *MemoryStore) ReadRange(start, end []byte, limit int, fn func(key, value []byte) error) (int64, error) {
-	type kv struct {
-		k string
-		v []byte
+	pairs, ckpt, err := m.snapshot(start, end)
+	if err != nil {
+		return 0, err
 	}
-	var pairs []kv
-	m.mu.Lock()
-	if m.mu.closed {
-		m.mu.Unlock()
-		return 0, m.errClosed()
-	}
-	ckpt := max(m.mu.ckpt, 0)
-	for k, v := range m.mu.data {
-		if (start == nil || k >= string(start)) && (end == nil || k < string(end)) {
-			pairs = append(pairs, kv{k, v})
-		}
-	}
-	m.mu.Unlock()
-	slices.SortFunc(pairs, func(a, b kv) int { return strings.Compare(a.k, b.k) })
 	for i, p := range pairs {
 		if limit > 0 && i >= limit {
 			break
 		}
 		if err := fn([]byte(p.k), slices.Clone(p.v)); err != nil {
-			return 0, err
+			return ckpt, err
 		}
 	}
 	return ckpt, nil

@@ -126,7 +126,9 @@ func runQuery(cmd *cobra.Command, _ []string) error {
 			v, _ := f.GetString("to")
 			to = []byte(v)
 		}
-		read = func(e string) (any, error) { return query.AskRange(ctx, http.DefaultClient, e, store, from, to, "", b, false) }
+		read = func(e string) (any, error) {
+			return query.AskRange(ctx, http.DefaultClient, e, store, from, to, "", b, false)
+		}
 	case f.Changed("window-from") || f.Changed("window-to"):
 		wf, _ := f.GetString("window-from")
 		wt, _ := f.GetString("window-to")
@@ -138,7 +140,9 @@ func runQuery(cmd *cobra.Command, _ []string) error {
 			return query.AskWindows(ctx, http.DefaultClient, e, store, []byte(key), from, to, b, false)
 		}
 	default:
-		read = func(e string) (any, error) { return query.Ask(ctx, http.DefaultClient, e, store, []byte(key), b, false) }
+		read = func(e string) (any, error) {
+			return query.Ask(ctx, http.DefaultClient, e, store, []byte(key), b, false)
+		}
 	}
 	var a any
 	var err error

@@ -164,59 +164,45 @@ var errEnough = errors.New("enough")
 // store sorts windows by start, then key: the read goes over every key's
 // windows in that time and keeps key's.
 func (q querySource) ReadWindows(task, store string, key []byte, from, to time.Time, limit int) (query.Copy, bool, error) {
+	return q.readEntries(task, store, limit, func(st state.Store, keep func(query.Entry) error) (int64, error) {
+		return st.ReadRange(topology.WindowStoreKey(from, nil), topology.WindowStoreKey(to, nil), 0, func(k, v []byte) error {
+			start, rk, ok := topology.ParseWindowStoreKey(k)
+			if !ok || !bytes.Equal(rk, key) {
+				return nil
+			}
+			return keep(query.Entry{Key: key, Value: v, WindowStart: start})
+		})
+	})
+}
+
+// ReadRange reads the first limit keys in [from, to) of this instance's
+// copy of task.
+func (q querySource) ReadRange(task, store string, from, to []byte, limit int) (query.Copy, bool, error) {
+	return q.readEntries(task, store, limit, func(st state.Store, keep func(query.Entry) error) (int64, error) {
+		return st.ReadRange(from, to, 0, func(k, v []byte) error { return keep(query.Entry{Key: k, Value: v}) })
+	})
+}
+
+// readEntries runs read on this instance's copy of task's store, keeping
+// the first limit entries it gives (one more tells a truncated read).
+func (q querySource) readEntries(task, store string, limit int, read func(state.Store, func(query.Entry) error) (int64, error)) (query.Copy, bool, error) {
 	c, st, ok := q.copyOf(task, store)
 	if !ok {
 		return query.Copy{}, false, nil
 	}
 	var entries []query.Entry
-	ckpt, err := st.ReadRange(topology.WindowStoreKey(from, nil), topology.WindowStoreKey(to, nil), 0, func(k, v []byte) error {
-		start, rk, ok := topology.ParseWindowStoreKey(k)
-		if !ok || !bytes.Equal(rk, key) {
-			return nil
-		}
-		entries = append(entries, query.Entry{Key: key, Value: v, Task: task, WindowStart: start})
+	ckpt, err := read(st, func(e query.Entry) error {
+		e.Task = task
+		entries = append(entries, e)
 		if len(entries) > limit {
 			return errEnough
 		}
 		return nil
 	})
 	if errors.Is(err, state.ErrClosed) {
-		return query.Copy{}, false, nil
+		return query.Copy{}, false, nil // closed since published: not here any more
 	}
 	if err != nil && !errors.Is(err, errEnough) {
-		return query.Copy{}, false, err
-	}
-	if errors.Is(err, errEnough) {
-		// The checkpoint of a read stopped early: read it again whole.
-		if _, _, ckpt, err = st.Read(nil); err != nil {
-			return query.Copy{}, false, nil
-		}
-	}
-	out := q.answer(c, task, store, ckpt)
-	if len(entries) > limit {
-		entries, out.Truncated = entries[:limit], true
-	}
-	out.Entries = entries
-	return out, true, nil
-}
-
-// ReadRange reads the first limit keys in [from, to) of this instance's
-// copy of task.
-func (q querySource) ReadRange(task, store string, from, to []byte, limit int) (query.Copy, bool, error) {
-	c, st, ok := q.copyOf(task, store)
-	if !ok {
-		return query.Copy{}, false, nil
-	}
-	var entries []query.Entry
-	// One more than the limit tells a truncated range.
-	ckpt, err := st.ReadRange(from, to, limit+1, func(k, v []byte) error {
-		entries = append(entries, query.Entry{Key: k, Value: v, Task: task})
-		return nil
-	})
-	if errors.Is(err, state.ErrClosed) {
-		return query.Copy{}, false, nil
-	}
-	if err != nil {
 		return query.Copy{}, false, err
 	}
 	out := q.answer(c, task, store, ckpt)
