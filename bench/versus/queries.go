@@ -57,6 +57,7 @@ const (
 type queryLoad struct {
 	s       *session
 	maxLag  int64
+	every   time.Duration // between one client's reads
 	words   []string
 	cancel  context.CancelFunc
 	done    sync.WaitGroup
@@ -83,9 +84,9 @@ func freeEndpoint() (string, error) {
 // startQueries starts n clients on s; the words read are the first
 // (up to 1000) of the prefill, which every instance has counted before
 // the load starts.
-func (s *session) startQueries(ctx context.Context, n int, maxLag int64) *queryLoad {
+func (s *session) startQueries(ctx context.Context, n, rate int, maxLag int64) *queryLoad {
 	ctx, cancel := context.WithCancel(ctx)
-	q := &queryLoad{s: s, maxLag: maxLag, cancel: cancel,
+	q := &queryLoad{s: s, maxLag: maxLag, cancel: cancel, every: time.Second / time.Duration(rate),
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
 	for i := range min(s.cfg.Keys, 1000) {
 		q.words = append(q.words, "w"+strconv.Itoa(i))
@@ -110,7 +111,21 @@ func (q *queryLoad) setLive(endpoints []string) {
 func (q *queryLoad) client1(ctx context.Context, client int) {
 	rng := rand.New(rand.NewPCG(uint64(client), 11))
 	offsets := map[string]int64{} // task -> highest offset seen
+	next := time.Now()
 	for ctx.Err() == nil {
+		// Paced: a read every q.every, none made up after a slow one, so
+		// that every engine serves the same load.
+		if wait := time.Until(next); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		next = next.Add(q.every)
+		if now := time.Now(); next.Before(now) {
+			next = now
+		}
 		q.mu.Lock()
 		live := q.live
 		q.mu.Unlock()
@@ -203,6 +218,7 @@ func (f QueryFigures) Share() float64 {
 // QueryWindows are a run's query figures before and during its event.
 type QueryWindows struct {
 	Clients int   `json:"clients"`
+	Rate    int   `json:"rate"` // reads per second per client, at most
 	MaxLag  int64 `json:"max_lag"`
 	// Steady is the steady window before the event; During from the
 	// event until the group ran balanced, at least 5 s (or the end of

@@ -106,7 +106,7 @@ func printQueries(w io.Writer, res *Result, ev string) error {
 	if q.MaxLag >= 0 {
 		bound = fmt.Sprintf("max-lag %d", q.MaxLag)
 	}
-	fmt.Fprintf(w, "%s: queries (%d clients, %s; during: from the event until balanced, at least 5s)\n", ev, q.Clients, bound)
+	fmt.Fprintf(w, "%s: queries (%d clients, %d reads/s each, %s; during: from the event until balanced, at least 5s)\n", ev, q.Clients, q.Rate, bound)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "engine\tsteady reads\tanswered\tp99\tduring reads\tanswered\trefused\terrors\twrong\tback\tp99\tp99/steady\t")
 	for _, r := range runs {

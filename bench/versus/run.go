@@ -55,6 +55,8 @@ type Config struct {
 	// 0: no query load.
 	Queries     int   `json:"queries"`
 	QueryMaxLag int64 `json:"query_max_lag"`
+	// QueryRate is each query client's reads per second (at most).
+	QueryRate int `json:"query_rate"`
 	// Prepare bounds the wait for the prefill to be processed and for the
 	// group to balance before the steady window; Drain the wait for the
 	// final counts.
@@ -77,7 +79,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Events: slices.Clone(Events), Nodes: 3, Partitions: 6, Keys: 1_000_000, WordsPerLine: 10, Rate: 1000,
 		Steady: 30 * time.Second, After: 60 * time.Second, BalanceCap: 15 * time.Minute, Backlog: 2_000_000,
-		Guarantee: "at-least-once", Prepare: 15 * time.Minute, Drain: 5 * time.Minute, Queries: 3, QueryMaxLag: 10000}
+		Guarantee: "at-least-once", Prepare: 15 * time.Minute, Drain: 5 * time.Minute, Queries: 3, QueryMaxLag: 10000, QueryRate: 50}
 }
 
 // ShortConfig is the version that keeps the peers from rotting: seconds
@@ -85,7 +87,7 @@ func DefaultConfig() Config {
 func ShortConfig() Config {
 	return Config{Events: []string{"scale-out"}, Nodes: 1, Partitions: 6, Keys: 2000, WordsPerLine: 10, Rate: 200,
 		Steady: 5 * time.Second, After: 15 * time.Second, BalanceCap: time.Minute, Backlog: 20000,
-		Guarantee: "at-least-once", Prepare: 2 * time.Minute, Drain: time.Minute, Queries: 2, QueryMaxLag: 10000}
+		Guarantee: "at-least-once", Prepare: 2 * time.Minute, Drain: time.Minute, Queries: 2, QueryMaxLag: 10000, QueryRate: 50}
 }
 
 // Validate names the first bad setting.
@@ -109,8 +111,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("versus: steady and after windows: want >= 1s, got %v and %v", c.Steady, c.After)
 	case c.Backlog < 0:
 		return fmt.Errorf("versus: backlog: want >= 0, got %d", c.Backlog)
-	case c.Queries < 0 || c.QueryMaxLag < -1:
-		return fmt.Errorf("versus: queries %d with max lag %d: want >= 0 clients and a lag >= 0 (or -1: the active only)", c.Queries, c.QueryMaxLag)
+	case c.Queries < 0 || c.QueryMaxLag < -1 || (c.Queries > 0 && c.QueryRate < 1):
+		return fmt.Errorf("versus: queries %d at %d/s with max lag %d: want >= 0 clients, >= 1 read/s each, and a lag >= 0 (or -1: the active only)", c.Queries, c.QueryRate, c.QueryMaxLag)
 	case c.Guarantee != "at-least-once" && c.Guarantee != "exactly-once":
 		return fmt.Errorf("versus: guarantee %q: want at-least-once or exactly-once", c.Guarantee)
 	}
@@ -695,7 +697,7 @@ func runEvent(ctx context.Context, cfg Config, brokers []string, conf Configurat
 		s.mu.Unlock()
 		var load *queryLoad
 		if len(s.endpoints) > 0 {
-			load = s.startQueries(ctx, cfg.Queries, cfg.QueryMaxLag)
+			load = s.startQueries(ctx, cfg.Queries, cfg.QueryRate, cfg.QueryMaxLag)
 			load.setLive(s.endpointsOf(sh.initial))
 			defer load.stop()
 		}
@@ -770,7 +772,7 @@ func runEvent(ctx context.Context, cfg Config, brokers []string, conf Configurat
 			truth := maps.Clone(s.truth)
 			s.mu.Unlock()
 			qw := AnalyzeQueries(reads, truth, ev, ev.At+r.Figures.TimeToBalance, r.Figures.Balanced)
-			qw.Clients, qw.MaxLag = cfg.Queries, cfg.QueryMaxLag
+			qw.Clients, qw.MaxLag, qw.Rate = cfg.Queries, cfg.QueryMaxLag, cfg.QueryRate
 			r.Queries = &qw
 		}
 		if r.Counts.Lost > 0 {

@@ -126,6 +126,7 @@ explains every figure.`,
 			override("guarantee", &cfg.Guarantee, &c.Guarantee)
 			override("queries", &cfg.Queries, &c.Queries)
 			override("query-max-lag", &cfg.QueryMaxLag, &c.QueryMaxLag)
+			override("query-rate", &cfg.QueryRate, &c.QueryRate)
 			override("compare", &cfg.CompareDir, &c.CompareDir)
 			cfg.SimScenarios = simDir
 			if err := cfg.Validate(); err != nil {
@@ -170,6 +171,7 @@ explains every figure.`,
 	f.StringVar(&c.Guarantee, "guarantee", "at-least-once", "processing guarantee of every engine: at-least-once or exactly-once")
 	f.IntVar(&c.Queries, "queries", 3, "clients reading counts through the instances' GET /query from the steady window on, for engines that serve it (baton, kstreams); 0: none (--short: 2)")
 	f.Int64Var(&c.QueryMaxLag, "query-max-lag", 10000, "each read's lag bound in records; -1: the active only")
+	f.IntVar(&c.QueryRate, "query-rate", 50, "reads per second of each query client, at most")
 	f.StringVar(&c.CompareDir, "compare", "compare", "folder of the peers (compare/<peer>/build.sh)")
 	f.StringVar(&out, "out", "", "directory for versus.json, the recordings and a plot per event")
 	f.StringVar(&simDir, "sim-scenarios", "", "directory for each run's `baton sim` scenario (the group at the event, the model's parameters from the run)")
