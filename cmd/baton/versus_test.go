@@ -57,6 +57,20 @@ func TestBenchVersusShort(t *testing.T) {
 		if r.Error != "" || !r.Counts.Exact() || r.Counts.Words == 0 {
 			t.Errorf("%s %s: error %q, counts %+v", r.Configuration, r.Event, r.Error, r.Counts)
 		}
+		// baton and Kafka Streams serve queries (a load of --short's 2
+		// clients); goka does not.
+		switch q := r.Queries; {
+		case r.Configuration == "goka":
+			if q != nil {
+				t.Errorf("goka %s: query figures %+v, but goka serves no queries", r.Event, q)
+			}
+		case q == nil || q.Steady.Reads == 0 || q.During.Reads == 0:
+			t.Errorf("%s %s: no query figures (%+v)", r.Configuration, r.Event, q)
+		case q.Steady.Wrong+q.During.Wrong+q.Steady.Back+q.During.Back > 0:
+			t.Errorf("%s %s: wrong or back-in-time answers: %+v", r.Configuration, r.Event, q)
+		default:
+			t.Logf("%s %s: queries steady %+v during %+v", r.Configuration, r.Event, q.Steady, q.During)
+		}
 		// The simulator models baton and Kafka Streams' classic protocol:
 		// their runs get a scenario and a prediction.
 		if r.Configuration == "goka" {

@@ -57,15 +57,11 @@ func (b Bounds) withDefaults() Bounds {
 func (r *Router) Range(ctx context.Context, store string, from, to []byte, b Bounds, here bool, task string) (RangeAnswer, error) {
 	b = b.withDefaults()
 	start := time.Now()
-	tasks, err := r.src.Tasks(store)
-	for errors.Is(err, ErrUnavailable) && !here && time.Since(start)+retry <= b.Timeout {
-		select {
-		case <-ctx.Done():
-			return RangeAnswer{}, errors.Join(err, ctx.Err())
-		case <-time.After(retry):
-		}
+	var tasks []string
+	err := whenKnown(ctx, b, here, func() (err error) {
 		tasks, err = r.src.Tasks(store)
-	}
+		return err
+	})
 	if err != nil {
 		return RangeAnswer{}, err
 	}

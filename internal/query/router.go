@@ -40,7 +40,8 @@ type Source interface {
 	// [from, to) of this instance's copy of task's windowed store, as
 	// ReadRange.
 	ReadWindows(task, store string, key []byte, from, to time.Time, limit int) (Copy, bool, error)
-	// Peers returns the group's other instances.
+	// Peers returns the group's instances (this one too: the Router
+	// skips it).
 	Peers(ctx context.Context) ([]Peer, error)
 }
 
@@ -111,20 +112,31 @@ func (r *Router) Get(ctx context.Context, store string, key []byte, b Bounds, he
 	})
 }
 
-// taskOf maps key to its task. An instance that has not joined yet does
-// not know its topics' partitions: it waits for them like for a copy.
-func (r *Router) taskOf(ctx context.Context, store string, key []byte, b Bounds, here bool) (string, error) {
+// taskOf maps key to its task.
+func (r *Router) taskOf(ctx context.Context, store string, key []byte, b Bounds, here bool) (task string, err error) {
+	err = whenKnown(ctx, b, here, func() (err error) {
+		task, err = r.src.TaskOf(store, key)
+		return err
+	})
+	return task, err
+}
+
+// whenKnown calls f until it returns something other than ErrUnavailable
+// or the bounds' timeout passes: an instance that has not joined yet does
+// not know its topics' partitions, and a read waits for them as for a
+// copy.
+func whenKnown(ctx context.Context, b Bounds, here bool, f func() error) error {
 	start := time.Now()
-	task, err := r.src.TaskOf(store, key)
+	err := f()
 	for errors.Is(err, ErrUnavailable) && !here && time.Since(start)+retry <= b.Timeout {
 		select {
 		case <-ctx.Done():
-			return "", errors.Join(err, ctx.Err())
+			return errors.Join(err, ctx.Err())
 		case <-time.After(retry):
 		}
-		task, err = r.src.TaskOf(store, key)
+		err = f()
 	}
-	return task, err
+	return err
 }
 
 // serve runs o on task until a copy that meets b answers, or the timeout
