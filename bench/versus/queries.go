@@ -193,10 +193,16 @@ type QueryFigures struct {
 	Answered int `json:"answered"`
 	Refused  int `json:"refused"`
 	Errors   int `json:"errors"`
-	// Wrong counts answers that cannot be the word's count: not found
-	// (every word read was counted before the load began), not a count,
-	// or more than the word's occurrences written by the end of the run.
+	// Wrong counts answers that cannot be the word's count at any
+	// moment: not a count, or more than the word's occurrences written by
+	// the end of the run.
 	Wrong int `json:"wrong"`
+	// Missing counts answers that the word has no count: the state of a
+	// copy that had not applied the word's first records yet (every word
+	// read was counted before the load began). Within a lag bound that is
+	// an old state, not a wrong one; after a count, the same client's
+	// "not found" is a read back in time (Back).
+	Missing int `json:"missing"`
 	// Back counts answers below one the same client had for the word
 	// earlier in the run.
 	Back int           `json:"back"`
@@ -250,8 +256,9 @@ func AnalyzeQueries(reads []Read, truth map[string]int64, ev Event, balancedAt t
 			continue
 		}
 		k := key{r.Client, r.Word}
-		back[i] = r.Value < high[k]
-		high[k] = max(high[k], r.Value)
+		prev, seen := high[k]
+		back[i] = seen && r.Value < prev
+		high[k] = max(prev, r.Value)
 	}
 	var steady, during []int
 	for i, r := range reads {
@@ -278,13 +285,18 @@ func queryFigures(reads []Read, in []int, back []bool, truth map[string]int64) Q
 			f.Answered++
 			lat = append(lat, r.Took)
 			switch {
-			case r.Value <= 0 || r.Value > truth[r.Word]:
+			case r.Value == 0 || r.Value > truth[r.Word]:
 				f.Wrong++
 				if f.Example == "" {
 					f.Example = "wrong: " + r.Word + "=" + strconv.FormatInt(r.Value, 10) + " from " + r.Role + " on " + r.Instance + " (written " + strconv.FormatInt(truth[r.Word], 10) + ")"
 				}
 			case back[i]:
 				f.Back++
+			case r.Value < 0:
+				f.Missing++
+				if f.Example == "" {
+					f.Example = "not found: " + r.Word + " from " + r.Role + " on " + r.Instance + " (written " + strconv.FormatInt(truth[r.Word], 10) + ")"
+				}
 			}
 		case ReadRefused:
 			f.Refused++

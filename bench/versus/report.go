@@ -108,15 +108,15 @@ func printQueries(w io.Writer, res *Result, ev string) error {
 	}
 	fmt.Fprintf(w, "%s: queries (%d clients, %d reads/s each, %s; during: from the event until balanced, at least 5s)\n", ev, q.Clients, q.Rate, bound)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "engine\tsteady reads\tanswered\tp99\tduring reads\tanswered\trefused\terrors\twrong\tback\tp99\tp99/steady\t")
+	fmt.Fprintln(tw, "engine\tsteady reads\tanswered\tp99\tduring reads\tanswered\trefused\terrors\twrong\tback\tnot found\tp99\tp99/steady\t")
 	for _, r := range runs {
 		st, du := r.Queries.Steady, r.Queries.During
 		ratio := "-"
 		if st.P99 > 0 && du.P99 > 0 {
 			ratio = fmt.Sprintf("x%.1f", float64(du.P99)/float64(st.P99))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.2f%%\t%s\t%d\t%.2f%%\t%d\t%d\t%d\t%d\t%s\t%s\t\n", r.Configuration,
-			st.Reads, 100*st.Share(), dur(st.P99), du.Reads, 100*du.Share(), du.Refused, du.Errors, du.Wrong, du.Back, dur(du.P99), ratio)
+		fmt.Fprintf(tw, "%s\t%d\t%.2f%%\t%s\t%d\t%.2f%%\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", r.Configuration,
+			st.Reads, 100*st.Share(), dur(st.P99), du.Reads, 100*du.Share(), du.Refused, du.Errors, du.Wrong, du.Back, du.Missing, dur(du.P99), ratio)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

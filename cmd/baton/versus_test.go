@@ -58,7 +58,8 @@ func TestBenchVersusShort(t *testing.T) {
 			t.Errorf("%s %s: error %q, counts %+v", r.Configuration, r.Event, r.Error, r.Counts)
 		}
 		// baton and Kafka Streams serve queries (a load of --short's 2
-		// clients); goka does not.
+		// clients); goka does not. baton's answers are never wrong nor
+		// older than their client saw; Kafka Streams' are what they are.
 		switch q := r.Queries; {
 		case r.Configuration == "goka":
 			if q != nil {
@@ -66,7 +67,7 @@ func TestBenchVersusShort(t *testing.T) {
 			}
 		case q == nil || q.Steady.Reads == 0 || q.During.Reads == 0:
 			t.Errorf("%s %s: no query figures (%+v)", r.Configuration, r.Event, q)
-		case q.Steady.Wrong+q.During.Wrong+q.Steady.Back+q.During.Back > 0:
+		case strings.HasPrefix(r.Configuration, "baton") && q.Steady.Wrong+q.During.Wrong+q.Steady.Back+q.During.Back > 0:
 			t.Errorf("%s %s: wrong or back-in-time answers: %+v", r.Configuration, r.Event, q)
 		default:
 			t.Logf("%s %s: queries steady %+v during %+v", r.Configuration, r.Event, q.Steady, q.During)
