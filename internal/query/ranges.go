@@ -87,10 +87,7 @@ func (r *Router) Range(ctx context.Context, store string, from, to []byte, b Bou
 						return Answer{}, fmt.Errorf("%s: range read of task %s answered for %d tasks", endpoint, t, len(ra.Tasks))
 					}
 					a := ra.Tasks[0]
-					for _, e := range ra.Entries {
-						a.Entries = append(a.Entries, e)
-					}
-					a.Truncated = ra.Truncated
+					a.Entries, a.Truncated = ra.Entries, ra.Truncated
 					return a, nil
 				},
 			})
