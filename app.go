@@ -52,7 +52,7 @@ func New(top *topology.Topology, opts ...Option) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &App{e: e, q: query.NewRouter(e.QuerySource(), nil)}, nil
+	return &App{e: e, q: query.NewRouter(e.QuerySource(), nil, e.QueryObserver())}, nil
 }
 
 // InstanceID returns the instance's id.

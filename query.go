@@ -2,7 +2,6 @@ package baton
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -72,11 +71,7 @@ type Answer struct {
 // its commits have written to the store: its updates of the last commit
 // interval are not seen yet. docs/queries.md says what a read promises.
 func (a *App) Get(ctx context.Context, store string, key []byte, opts ...QueryOption) (Answer, error) {
-	b, err := bounds(opts)
-	if err != nil {
-		return Answer{}, err
-	}
-	r, err := a.q.Get(ctx, store, key, b, false)
+	r, err := a.q.Get(ctx, store, key, bounds(opts), false)
 	return publicAnswer(r), err
 }
 
@@ -133,11 +128,7 @@ func (r RangeAnswer) Offsets() map[string]int64 {
 // Each task's entries are of one moment of its store; different tasks'
 // may be of different moments.
 func (a *App) Range(ctx context.Context, store string, from, to []byte, opts ...QueryOption) (RangeAnswer, error) {
-	b, err := bounds(opts)
-	if err != nil {
-		return RangeAnswer{}, err
-	}
-	r, err := a.q.Range(ctx, store, from, to, b, false, "")
+	r, err := a.q.Range(ctx, store, from, to, bounds(opts), false, "")
 	return publicRange(r), err
 }
 
@@ -147,11 +138,7 @@ func (a *App) Range(ctx context.Context, store string, from, to []byte, opts ...
 // it is read as Get reads a key. The store keeps windows by start, then
 // key: a read goes over every key's windows in [from, to) of that task.
 func (a *App) Windows(ctx context.Context, store string, key []byte, from, to time.Time, opts ...QueryOption) (RangeAnswer, error) {
-	b, err := bounds(opts)
-	if err != nil {
-		return RangeAnswer{}, err
-	}
-	r, err := a.q.Windows(ctx, store, key, from, to, b, false)
+	r, err := a.q.Windows(ctx, store, key, from, to, bounds(opts), false)
 	return publicRange(r), err
 }
 
@@ -166,26 +153,13 @@ func publicRange(r query.RangeAnswer) RangeAnswer {
 	return out
 }
 
-// bounds applies opts and checks them.
-func bounds(opts []QueryOption) (query.Bounds, error) {
+// bounds applies opts; the Router checks them (ErrBadQuery).
+func bounds(opts []QueryOption) query.Bounds {
 	b := query.ActiveOnly
 	for _, o := range opts {
 		o(&b)
 	}
-	switch {
-	case b.MinOffset < 0:
-		return b, fmt.Errorf("%w: MinOffset %d: want 0 or more", ErrBadQuery, b.MinOffset)
-	case b.Timeout < 0 || b.Timeout > query.MaxTimeout:
-		return b, fmt.Errorf("%w: QueryTimeout %v: want at most %v", ErrBadQuery, b.Timeout, query.MaxTimeout)
-	case b.Limit < 0 || b.Limit > query.MaxLimit:
-		return b, fmt.Errorf("%w: QueryLimit %d: want 1 to %d", ErrBadQuery, b.Limit, query.MaxLimit)
-	}
-	for t, o := range b.MinOffsets {
-		if o < 0 {
-			return b, fmt.Errorf("%w: MinOffsets[%s] %d: want 0 or more", ErrBadQuery, t, o)
-		}
-	}
-	return b, nil
+	return b
 }
 
 // Stores returns the names of the stores Get reads, sorted.

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -390,6 +391,21 @@ func TestRangeAndWindowReads(t *testing.T) {
 		}
 		if _, err := b.r.app.Range(ctx, "counts", nil, nil, QueryLimit(-1)); !errors.Is(err, ErrBadQuery) {
 			t.Errorf("limit -1: %v, want ErrBadQuery", err)
+		}
+		// The metrics count the reads asked of each instance, and those
+		// its own copies answered: a's four range reads answered, b's
+		// active copies served a's reads of b's tasks.
+		if n := testutil.ToFloat64(a.r.app.e.Metrics().Queries.WithLabelValues("range", "answered")); n < 1 {
+			t.Errorf("a: baton_queries_total{kind=range,outcome=answered} = %v", n)
+		}
+		if n := testutil.ToFloat64(b.r.app.e.Metrics().QueryServed.WithLabelValues("active")); n < 1 {
+			t.Errorf("b: baton_query_reads_served_total{role=active} = %v", n)
+		}
+		if _, err := a.r.app.Range(ctx, "sums", nil, nil); !errors.Is(err, ErrNoStore) {
+			t.Errorf("a range of store sums: %v, want ErrNoStore", err)
+		}
+		if n := testutil.ToFloat64(a.r.app.e.Metrics().Queries.WithLabelValues("range", "no_store")); n != 1 {
+			t.Errorf("a: baton_queries_total{kind=range,outcome=no_store} = %v, want 1", n)
 		}
 	})
 	t.Run("windows", func(t *testing.T) {

@@ -43,6 +43,18 @@ func (a *App) publishReadable(tasks []taskView) {
 	a.readable.Store(&m)
 }
 
+// QueryObserver counts reads in the App's metrics.
+func (a *App) QueryObserver() query.Observer { return queryObserver{a} }
+
+type queryObserver struct{ a *App }
+
+func (o queryObserver) Asked(kind, outcome string, took time.Duration) {
+	o.a.metrics.Queries.WithLabelValues(kind, outcome).Inc()
+	o.a.metrics.QuerySeconds.Observe(took.Seconds())
+}
+
+func (o queryObserver) Served(role string) { o.a.metrics.QueryServed.WithLabelValues(role).Inc() }
+
 // QuerySource is what a query.Router reads on this instance.
 func (a *App) QuerySource() query.Source { return querySource{a} }
 

@@ -46,6 +46,14 @@ type Set struct {
 	Desired   *prometheus.GaugeVec
 	GroupLag  *prometheus.GaugeVec
 	GroupRate *prometheus.GaugeVec
+
+	// Queries are the reads asked of this instance (App.Get, Range,
+	// Windows, GET /query), by kind and outcome, QuerySeconds how long
+	// they took, and QueryServed the reads this instance's own copies
+	// answered (its own, and those other instances forwarded), by role.
+	Queries      *prometheus.CounterVec
+	QuerySeconds prometheus.Histogram
+	QueryServed  *prometheus.CounterVec
 }
 
 // New returns the metrics of instance of appID, registered with r (nil:
@@ -109,9 +117,16 @@ func New(r prometheus.Registerer, appID, instance string) *Set {
 			Help: "Records of input the group has not committed, over all input partitions: end offset minus committed offset. Only the leader has this series.", ConstLabels: labels}, nil),
 		GroupRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_group_input_records_per_second",
 			Help: "Records per second arriving on all the group's input partitions over the last 30s. Only the leader has this series.", ConstLabels: labels}, nil),
+		Queries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_queries_total",
+			Help: "Reads of a store asked of this instance (App.Get, Range, Windows, GET /query), by kind (key, range, window) and outcome (answered, unavailable, no_store, bad_query, error).", ConstLabels: labels}, []string{"kind", "outcome"}),
+		QuerySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "baton_query_seconds",
+			Help: "How long the reads asked of this instance took to answer or fail, waits for a copy included.", ConstLabels: labels,
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		QueryServed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_query_reads_served_total",
+			Help: "Reads this instance's own copies answered, for itself or for another instance, by role (active, learner, standby).", ConstLabels: labels}, []string{"role"}),
 	}
 	if r != nil {
-		for _, c := range []prometheus.Collector{m.Processed, m.Late, m.Restored, m.RestoreYielded, m.RestoreWriteWaits, m.Lag, m.Rebalances, m.Replayed, m.CommitSeconds, m.Handover, m.BadRecords, m.Learners, m.Generation, m.Rebalance, m.LoopTurn, m.Transactions, m.CommitsGivenUp, m.MemberRestarts,
+		for _, c := range []prometheus.Collector{m.Queries, m.QuerySeconds, m.QueryServed, m.Processed, m.Late, m.Restored, m.RestoreYielded, m.RestoreWriteWaits, m.Lag, m.Rebalances, m.Replayed, m.CommitSeconds, m.Handover, m.BadRecords, m.Learners, m.Generation, m.Rebalance, m.LoopTurn, m.Transactions, m.CommitsGivenUp, m.MemberRestarts,
 			m.InputLagRecords, m.InputLagSeconds, m.InputRate, m.WorkerBusy, m.WorkerRate, m.Desired, m.GroupLag, m.GroupRate} {
 			_ = r.Register(c)
 		}

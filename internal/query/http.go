@@ -68,14 +68,24 @@ func Handler(r *Router) http.Handler {
 			fail(w, http.StatusMethodNotAllowed, fmt.Errorf("%w: method %s; use GET", ErrBadRequest, req.Method))
 			return
 		}
+		start := time.Now()
 		store, key, hasKey, err := splitPath(req.URL)
 		if err != nil {
+			r.asked("key", false, start, err)
 			fail(w, http.StatusBadRequest, err)
 			return
 		}
 		q := req.URL.Query()
+		kind := "key"
+		switch {
+		case !hasKey:
+			kind = "range"
+		case q.Has("window-from") || q.Has("window-to"):
+			kind = "window"
+		}
 		b, local, err := ParseBounds(q)
 		if err != nil {
+			r.asked(kind, local, start, err)
 			fail(w, http.StatusBadRequest, err)
 			return
 		}
@@ -95,6 +105,7 @@ func Handler(r *Router) http.Handler {
 		case q.Has("window-from") || q.Has("window-to"):
 			from, to, werr := windowBounds(q)
 			if werr != nil {
+				r.asked(kind, local, start, werr)
 				fail(w, http.StatusBadRequest, werr)
 				return
 			}

@@ -153,7 +153,7 @@ func group(t *testing.T, n int) ([]*fake, []string) {
 	var endpoints []string
 	for i := range n {
 		f := &fake{instance: string(rune('a' + i)), copies: map[string]Copy{}}
-		srv := httptest.NewServer(Handler(NewRouter(f, nil)))
+		srv := httptest.NewServer(Handler(NewRouter(f, nil, nil)))
 		t.Cleanup(srv.Close)
 		fakes = append(fakes, f)
 		endpoints = append(endpoints, strings.TrimPrefix(srv.URL, "http://"))

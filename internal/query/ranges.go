@@ -39,6 +39,24 @@ type RangeAnswer struct {
 	Window []byte
 }
 
+// check names the first bound that is not valid (ErrBadRequest).
+func (b Bounds) check() error {
+	switch {
+	case b.MinOffset < 0:
+		return fmt.Errorf("%w: MinOffset %d: want 0 or more", ErrBadRequest, b.MinOffset)
+	case b.Timeout < 0 || b.Timeout > MaxTimeout:
+		return fmt.Errorf("%w: timeout %v: want at most %v", ErrBadRequest, b.Timeout, MaxTimeout)
+	case b.Limit < 0 || b.Limit > MaxLimit:
+		return fmt.Errorf("%w: limit %d: want 1 to %d", ErrBadRequest, b.Limit, MaxLimit)
+	}
+	for t, o := range b.MinOffsets {
+		if o < 0 {
+			return fmt.Errorf("%w: MinOffsets[%s] %d: want 0 or more", ErrBadRequest, t, o)
+		}
+	}
+	return nil
+}
+
 func (b Bounds) withDefaults() Bounds {
 	if b.Timeout <= 0 {
 		b.Timeout = DefaultTimeout
@@ -54,11 +72,15 @@ func (b Bounds) withDefaults() Bounds {
 // first b.Limit in key order; task, when set, reads that task only. It
 // waits for each task as Get does, and fails with the first task that no
 // copy answered.
-func (r *Router) Range(ctx context.Context, store string, from, to []byte, b Bounds, here bool, task string) (RangeAnswer, error) {
-	b = b.withDefaults()
+func (r *Router) Range(ctx context.Context, store string, from, to []byte, b Bounds, here bool, task string) (_ RangeAnswer, err error) {
 	start := time.Now()
+	defer func() { r.asked("range", here, start, err) }()
+	if err := b.check(); err != nil {
+		return RangeAnswer{}, err
+	}
+	b = b.withDefaults()
 	var tasks []string
-	err := whenKnown(ctx, b, here, func() (err error) {
+	err = whenKnown(ctx, b, here, func() (err error) {
 		tasks, err = r.src.Tasks(store)
 		return err
 	})
@@ -117,9 +139,13 @@ func (r *Router) Range(ctx context.Context, store string, from, to []byte, b Bou
 // Windows reads the windows of key starting in [from, to) from a
 // windowed store: one task holds them all (the one key's records go to),
 // read as Get reads a key, the first b.Limit windows in start order.
-func (r *Router) Windows(ctx context.Context, store string, key []byte, from, to time.Time, b Bounds, here bool) (RangeAnswer, error) {
-	b = b.withDefaults()
+func (r *Router) Windows(ctx context.Context, store string, key []byte, from, to time.Time, b Bounds, here bool) (_ RangeAnswer, err error) {
 	start := time.Now()
+	defer func() { r.asked("window", here, start, err) }()
+	if err := b.check(); err != nil {
+		return RangeAnswer{}, err
+	}
+	b = b.withDefaults()
 	task, err := r.taskOf(ctx, store, key, b, here)
 	if err != nil {
 		return RangeAnswer{}, err

@@ -53,11 +53,21 @@ const peerTTL = time.Second
 // meets its bounds.
 const retry = 25 * time.Millisecond
 
+// Observer is told of reads: Asked for each read asked of this instance
+// (kind "key", "range" or "window"; outcome "answered", "unavailable",
+// "no_store", "bad_query" or "error"), Served for each one its own copy
+// answered, with the copy's role. It must not block.
+type Observer interface {
+	Asked(kind, outcome string, took time.Duration)
+	Served(role string)
+}
+
 // Router answers reads wherever the task lives. Create it with
 // NewRouter; it is safe for concurrent use.
 type Router struct {
 	src    Source
 	client *http.Client
+	obs    Observer
 
 	mu struct {
 		sync.Mutex
@@ -73,12 +83,12 @@ type Router struct {
 }
 
 // NewRouter returns a Router reading src, asking other instances with
-// client (nil: a client of its own).
-func NewRouter(src Source, client *http.Client) *Router {
+// client (nil: a client of its own) and telling obs (nil: nobody).
+func NewRouter(src Source, client *http.Client, obs Observer) *Router {
 	if client == nil {
 		client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: 30 * time.Second}}
 	}
-	r := &Router{src: src, client: client}
+	r := &Router{src: src, client: client, obs: obs}
 	r.mu.endpoints = map[string]string{}
 	r.mu.route = map[string]string{}
 	return r
@@ -97,9 +107,13 @@ type op struct {
 // example while the task is handed over; then it returns an error
 // wrapping ErrUnavailable. here makes it read this instance only, and at
 // once: what one instance asks another.
-func (r *Router) Get(ctx context.Context, store string, key []byte, b Bounds, here bool) (Answer, error) {
-	b = b.withDefaults()
+func (r *Router) Get(ctx context.Context, store string, key []byte, b Bounds, here bool) (a Answer, err error) {
 	start := time.Now()
+	defer func() { r.asked("key", here, start, err) }()
+	if err := b.check(); err != nil {
+		return Answer{}, err
+	}
+	b = b.withDefaults()
 	task, err := r.taskOf(ctx, store, key, b, here)
 	if err != nil {
 		return Answer{}, err
@@ -110,6 +124,26 @@ func (r *Router) Get(ctx context.Context, store string, key []byte, b Bounds, he
 			return Ask(ctx, r.client, endpoint, store, key, b, true)
 		},
 	})
+}
+
+// asked tells the observer of a read asked of this instance (not of one
+// another instance forwarded: here).
+func (r *Router) asked(kind string, here bool, start time.Time, err error) {
+	if r.obs == nil || here {
+		return
+	}
+	outcome := "answered"
+	switch {
+	case errors.Is(err, ErrNoStore):
+		outcome = "no_store"
+	case errors.Is(err, ErrBadRequest):
+		outcome = "bad_query"
+	case errors.Is(err, ErrUnavailable):
+		outcome = "unavailable"
+	case err != nil:
+		outcome = "error"
+	}
+	r.obs.Asked(kind, outcome, time.Since(start))
 }
 
 // taskOf maps key to its task.
@@ -174,6 +208,9 @@ func (r *Router) attempt(ctx context.Context, task string, b Bounds, here bool, 
 	if err == nil && ok {
 		seen(c)
 		if Serves(c, b) {
+			if r.obs != nil {
+				r.obs.Served(c.Role)
+			}
 			return c.Answer, true
 		}
 	}
