@@ -37,6 +37,16 @@
 //	list   learner task ids
 //	list   lags: (string task id, int64 records behind the changelog end >= 0)
 //
+// Subscription, version 2: version 1 followed by
+//
+//	list   loads: (string task id, int32 load >= 1), in ascending task order
+//
+// A load is the share of one worker's time the task's processing took
+// recently, in units of [LoadUnit] (1/10000 of a worker: 10000 is a worker
+// busy all the time). A member lists the active tasks it has measured, with
+// loads already quantised (see docs/assign.md); a task it has not measured
+// yet is not listed, and the leader estimates it.
+//
 // Assignment, version 1:
 //
 //	int16  version
@@ -44,6 +54,12 @@
 //	int8   error code (see [ErrorCode])
 //	int8   flags (bit 0: follow-up rebalance wanted; other bits zero)
 //	list   active, standby, learner, revoked task ids
+//
+// Assignment, version 2: the version 1 layout with version 2 in its
+// version field; it adds no field. A leader answers each member at the
+// version [Negotiate] picks, so a version 1 member of a mixed group gets
+// version 1 assignments and a version 2 member of a version 1 leader gets
+// a version 1 assignment with [ErrorVersionProbing].
 //
 // # Compatibility rule
 //

@@ -8,6 +8,7 @@ import (
 
 func FuzzDecodeSubscription(f *testing.F) {
 	f.Add(readGolden(f, "testdata/subscription_v1.golden"))
+	f.Add(readGolden(f, "testdata/subscription_v2.golden"))
 	f.Add(mustMarshal(f, Subscription{InstanceID: "a", Capacity: 1}))
 	f.Add(newer(mustMarshal(f, sampleSubscription()), CurrentVersion+1, 1, 2))
 	f.Add([]byte{})
@@ -38,6 +39,7 @@ func FuzzDecodeSubscription(f *testing.F) {
 
 func FuzzDecodeAssignment(f *testing.F) {
 	f.Add(readGolden(f, "testdata/assignment_v1.golden"))
+	f.Add(readGolden(f, "testdata/assignment_v2.golden"))
 	f.Add(mustMarshal(f, Assignment{}))
 	f.Add(newer(mustMarshal(f, sampleAssignment()), CurrentVersion+1, 1))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -29,6 +29,7 @@ func sampleSubscription() Subscription {
 		Standby:    []string{"0_2"},
 		Learner:    []string{"1_0"},
 		Lags:       map[string]int64{"0_1": 0, "0_2": 17, "1_0": 70000},
+		Loads:      map[string]int32{"1_3": 2500, "0_1": 500},
 	}
 }
 
@@ -87,32 +88,43 @@ func readGolden(t testing.TB, path string) []byte {
 }
 
 func TestGoldenSubscription(t *testing.T) {
-	b := mustMarshal(t, sampleSubscription())
-	golden(t, "subscription_v1.golden", b)
-	got, err := DecodeSubscription(readGolden(t, "testdata/subscription_v1.golden"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := sampleSubscription()
-	want.Version, want.LatestSupportedVersion = 1, 1
-	want.Active = []string{"0_1", "1_3"}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("decoded golden\n got %+v\nwant %+v", got, want)
+	for _, version := range []int16{1, 2} {
+		name := fmt.Sprintf("subscription_v%d.golden", version)
+		s := sampleSubscription()
+		s.Version, s.LatestSupportedVersion = version, version
+		golden(t, name, mustMarshal(t, s))
+		got, err := DecodeSubscription(readGolden(t, "testdata/"+name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := sampleSubscription()
+		want.Version, want.LatestSupportedVersion = version, version
+		want.Active = []string{"0_1", "1_3"}
+		if version < 2 {
+			want.Loads = nil // version 1 has no loads
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("decoded %s\n got %+v\nwant %+v", name, got, want)
+		}
 	}
 }
 
 func TestGoldenAssignment(t *testing.T) {
-	b := mustMarshal(t, sampleAssignment())
-	golden(t, "assignment_v1.golden", b)
-	got, err := DecodeAssignment(readGolden(t, "testdata/assignment_v1.golden"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := sampleAssignment()
-	want.Version, want.LatestSupportedVersion = 1, 1
-	want.Active = []string{"0_1", "1_3"}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("decoded golden\n got %+v\nwant %+v", got, want)
+	for _, version := range []int16{1, 2} {
+		name := fmt.Sprintf("assignment_v%d.golden", version)
+		a := sampleAssignment()
+		a.Version, a.LatestSupportedVersion = version, version
+		golden(t, name, mustMarshal(t, a))
+		got, err := DecodeAssignment(readGolden(t, "testdata/"+name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := sampleAssignment()
+		want.Version, want.LatestSupportedVersion = version, version
+		want.Active = []string{"0_1", "1_3"}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("decoded %s\n got %+v\nwant %+v", name, got, want)
+		}
 	}
 }
 
@@ -136,14 +148,28 @@ func TestLayoutByHand(t *testing.T) {
 	w = be.AppendUint32(w, 1)
 	str("0_0")
 	w = be.AppendUint64(w, 5)
-	got := mustMarshal(t, Subscription{InstanceID: "a", Capacity: 2, Active: []string{"0_0"}, Lags: map[string]int64{"0_0": 5}})
+	sub := Subscription{Version: 1, LatestSupportedVersion: 1, InstanceID: "a", Capacity: 2, Active: []string{"0_0"}, Lags: map[string]int64{"0_0": 5},
+		Loads: map[string]int32{"0_0": 300}}
+	got := mustMarshal(t, sub)
 	if !bytes.Equal(got, w) {
-		t.Fatalf("subscription layout\n got %x\nwant %x", got, w)
+		t.Fatalf("subscription layout, version 1 (loads left out)\n got %x\nwant %x", got, w)
+	}
+
+	// Version 2 is version 1 with its version fields set to 2, followed
+	// by the loads.
+	w[1], w[3] = 2, 2
+	w = be.AppendUint32(w, 1)
+	str("0_0")
+	w = be.AppendUint32(w, 300)
+	sub.Version, sub.LatestSupportedVersion = 2, 2
+	got = mustMarshal(t, sub)
+	if !bytes.Equal(got, w) {
+		t.Fatalf("subscription layout, version 2\n got %x\nwant %x", got, w)
 	}
 
 	w = w[:0]
-	w = be.AppendUint16(w, 1)
-	w = be.AppendUint16(w, 1)
+	w = be.AppendUint16(w, 2)
+	w = be.AppendUint16(w, 2)
 	w = append(w, byte(ErrorVersionProbing), 0)
 	w = be.AppendUint32(w, 0)
 	w = be.AppendUint32(w, 0)
@@ -193,6 +219,12 @@ func randomSubscription(r *rand.Rand) Subscription {
 		Active:     randomTasks(r),
 		Standby:    randomTasks(r),
 		Learner:    randomTasks(r),
+	}
+	for _, t := range randomTasks(r) {
+		if s.Loads == nil {
+			s.Loads = map[string]int32{}
+		}
+		s.Loads[t] = 1 + r.Int32N(20000)
 	}
 	if r.IntN(2) == 0 {
 		s.Endpoint = fmt.Sprintf("10.0.0.%d:%d", r.IntN(255), r.IntN(65536))
@@ -244,7 +276,7 @@ func TestRoundTripRandom(t *testing.T) {
 			t.Fatalf("seed %d case %d: %v", seed, i, err)
 		}
 		want := s
-		want.Version, want.LatestSupportedVersion = 1, 1
+		want.Version, want.LatestSupportedVersion = CurrentVersion, CurrentVersion
 		want.Active, want.Standby, want.Learner = sorted(s.Active), sorted(s.Standby), sorted(s.Learner)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("seed %d case %d: subscription round trip\n got %+v\nwant %+v", seed, i, got, want)
@@ -256,7 +288,7 @@ func TestRoundTripRandom(t *testing.T) {
 			t.Fatalf("seed %d case %d: %v", seed, i, err)
 		}
 		wantA := a
-		wantA.Version, wantA.LatestSupportedVersion = 1, 1
+		wantA.Version, wantA.LatestSupportedVersion = CurrentVersion, CurrentVersion
 		wantA.Active, wantA.Standby, wantA.Learner, wantA.Revoked = sorted(a.Active), sorted(a.Standby), sorted(a.Learner), sorted(a.Revoked)
 		if !reflect.DeepEqual(gotA, wantA) {
 			t.Fatalf("seed %d case %d: assignment round trip\n got %+v\nwant %+v", seed, i, gotA, wantA)
@@ -291,7 +323,7 @@ func patch(b []byte, off int, p ...byte) []byte {
 }
 
 func TestMalformedSubscription(t *testing.T) {
-	good := mustMarshal(t, Subscription{InstanceID: "a", Capacity: 2, Active: []string{"0_0", "0_1"}, Lags: map[string]int64{"0_0": 5}})
+	good := mustMarshal(t, Subscription{Version: 1, InstanceID: "a", Capacity: 2, Active: []string{"0_0", "0_1"}, Lags: map[string]int64{"0_0": 5}})
 	// Offsets in good: 0 version, 2 latest, 4 id "a", 7 endpoint, 9 rack,
 	// 11 capacity, 15 flags, 16 active count, 20 "0_0", 25 "0_1",
 	// 30 standby count, 34 learner count, 38 lags count, 42 "0_0", 47 lag.
@@ -333,6 +365,44 @@ func TestMalformedSubscription(t *testing.T) {
 				t.Errorf("malformed input returned a value: %+v", s)
 			}
 		})
+	}
+}
+
+func TestMalformedLoads(t *testing.T) {
+	good := mustMarshal(t, Subscription{Version: 2, InstanceID: "a", Capacity: 2, Active: []string{"0_0", "0_1"},
+		Lags: map[string]int64{"0_0": 5}, Loads: map[string]int32{"0_0": 7, "0_1": 9}})
+	// The version 1 layout of TestMalformedSubscription up to offset 55,
+	// then 55 loads count, 59 "0_0", 64 its load, 68 "0_1", 73 its load.
+	if len(good) != 77 {
+		t.Fatalf("layout changed: %d bytes; fix the offsets in this test", len(good))
+	}
+	cases := []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"missing loads", good[:55], "field loads count at offset 55: need 4 bytes, 0 remain"},
+		{"huge count", patch(good, 55, 0, 0, 0, 3), "field loads count at offset 55: count 3"},
+		{"load 0", patch(good, 64, 0, 0, 0, 0), `field loads[0] at offset 64: load 0 for task "0_0" is below 1`},
+		{"negative load", patch(good, 73, 0xff), `field loads[1] at offset 73: load -16777207`},
+		{"duplicate", patch(good, 68, 0, 3, '0', '_', '0'), `field loads[1] at offset 68: task "0_0" is not after "0_0"`},
+		{"trailing", append(append([]byte(nil), good...), 0), "field end at offset 77"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := DecodeSubscription(c.data)
+			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want ErrMalformed containing %q", err, c.want)
+			}
+			if !reflect.DeepEqual(s, Subscription{}) {
+				t.Errorf("malformed input returned a value: %+v", s)
+			}
+		})
+	}
+	// The same bytes at version 1 end before the loads.
+	v1 := patch(good[:55], 0, 0, 1, 0, 1)
+	if s, err := DecodeSubscription(v1); err != nil || s.Loads != nil {
+		t.Errorf("version 1 prefix: %+v, %v", s, err)
 	}
 }
 
@@ -432,6 +502,9 @@ func TestEncodeInvalid(t *testing.T) {
 		"empty task":       with(func(s *Subscription) { s.Learner = []string{""} }),
 		"negative lag":     with(func(s *Subscription) { s.Lags = map[string]int64{"0_0": -1} }),
 		"empty lag task":   with(func(s *Subscription) { s.Lags = map[string]int64{"": 1} }),
+		"load 0":           with(func(s *Subscription) { s.Loads = map[string]int32{"0_0": 0} }),
+		"negative load":    with(func(s *Subscription) { s.Loads = map[string]int32{"0_0": -3} }),
+		"empty load task":  with(func(s *Subscription) { s.Loads = map[string]int32{"": 1} }),
 		"future version":   with(func(s *Subscription) { s.Version = CurrentVersion + 1 }),
 		"negative version": with(func(s *Subscription) { s.Version = -1 }),
 		"latest < version": with(func(s *Subscription) { s.Version, s.LatestSupportedVersion = 1, -1 }),
@@ -464,7 +537,8 @@ func TestClone(t *testing.T) {
 	c := s.Clone()
 	c.Active[0] = "x"
 	c.Lags["0_1"] = 99
-	if s.Active[0] != "1_3" || s.Lags["0_1"] != 0 {
+	c.Loads["0_1"] = 99
+	if s.Active[0] != "1_3" || s.Lags["0_1"] != 0 || s.Loads["0_1"] != 500 {
 		t.Errorf("Clone shares memory with the original")
 	}
 }

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/binary"
+	"maps"
 	"math"
 	"slices"
 )
@@ -31,7 +32,17 @@ type Subscription struct {
 	// Lags maps each stateful task the member has local state for to how
 	// many records that state is behind its changelog's end (>= 0).
 	Lags map[string]int64
+	// Loads maps active tasks the member has measured to their load: the
+	// share of one worker's time their processing takes, in LoadUnits
+	// (>= 1). Version 2 adds it: encoding at version 1 leaves it out, and
+	// a version 1 payload decodes with none.
+	Loads map[string]int32
 }
+
+// LoadUnit is the share of one worker's time that a load of 1 stands for
+// on the wire: a task that keeps a worker busy all the time has a load of
+// 1/LoadUnit = 10000.
+const LoadUnit = 1.0 / 10000
 
 const subLeaving int8 = 1 << 0
 
@@ -82,6 +93,16 @@ func (s Subscription) AppendBinary(b []byte) ([]byte, error) {
 	if len(lagTasks) > math.MaxInt32 {
 		return b, invalid(msg, "%d lags", len(lagTasks))
 	}
+	loadTasks := make([]string, 0, len(s.Loads))
+	for t, load := range s.Loads {
+		if load < 1 {
+			return b, invalid(msg, "instance %q: load %d for task %q is below 1", s.InstanceID, load, t)
+		}
+		loadTasks = append(loadTasks, t)
+	}
+	if loadTasks, err = sortedTasks(msg, "loads", loadTasks); err != nil {
+		return b, err
+	}
 
 	b = binary.BigEndian.AppendUint16(b, uint16(version))
 	b = binary.BigEndian.AppendUint16(b, uint16(latest))
@@ -101,6 +122,13 @@ func (s Subscription) AppendBinary(b []byte) ([]byte, error) {
 	for _, t := range lagTasks {
 		b = appendString(b, t)
 		b = binary.BigEndian.AppendUint64(b, uint64(s.Lags[t]))
+	}
+	if version >= 2 {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(loadTasks)))
+		for _, t := range loadTasks {
+			b = appendString(b, t)
+			b = binary.BigEndian.AppendUint32(b, uint32(s.Loads[t]))
+		}
 	}
 	return b, nil
 }
@@ -130,6 +158,9 @@ func DecodeSubscription(data []byte) (Subscription, error) {
 	s.Standby = r.taskList("standby")
 	s.Learner = r.taskList("learner")
 	s.Lags = r.lags("lags")
+	if s.Version >= 2 {
+		s.Loads = r.loads("loads")
+	}
 	if err := r.finish(s.Version, s.LatestSupportedVersion); err != nil {
 		if r.err != nil {
 			return Subscription{}, err
@@ -151,5 +182,6 @@ func (s Subscription) Clone() Subscription {
 		}
 		s.Lags = lags
 	}
+	s.Loads = maps.Clone(s.Loads)
 	return s
 }

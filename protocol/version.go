@@ -7,7 +7,7 @@ import (
 
 // CurrentVersion is the newest user-data version this build reads and
 // writes. Every version from 1 to CurrentVersion is decoded in full.
-const CurrentVersion int16 = 1
+const CurrentVersion int16 = 2
 
 var (
 	// ErrMalformed is wrapped by decode errors for bytes that are not a

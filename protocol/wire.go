@@ -12,6 +12,7 @@ import (
 const (
 	minTaskLen = 2 + 1          // length prefix and a non-empty id
 	minLagLen  = minTaskLen + 8 // task id and int64 lag
+	minLoadLen = minTaskLen + 4 // task id and int32 load
 )
 
 // reader decodes big-endian fields from b. The first failure sticks: later
@@ -181,6 +182,43 @@ func (r *reader) lags(field string) map[string]int64 {
 			return nil
 		}
 		out[t] = lag
+		prev = t
+	}
+	return out
+}
+
+// loads reads (task id, load) pairs in strictly ascending task order.
+func (r *reader) loads(field string) map[string]int32 {
+	n := r.count(field, minLoadLen)
+	if n == 0 {
+		return nil
+	}
+	out := make(map[string]int32, n)
+	prev := ""
+	for i := range n {
+		at := r.off
+		t := r.string(field, i)
+		if r.err != nil {
+			return nil
+		}
+		if t == "" {
+			r.fail(at, field, i, "empty task id")
+			return nil
+		}
+		if i > 0 && t <= prev {
+			r.fail(at, field, i, "task %q is not after %q: loads are sorted by task and without duplicates", t, prev)
+			return nil
+		}
+		at = r.off
+		load := r.int32(field)
+		if r.err != nil {
+			return nil
+		}
+		if load < 1 {
+			r.fail(at, field, i, "load %d for task %q is below 1", load, t)
+			return nil
+		}
+		out[t] = load
 		prev = t
 	}
 	return out
