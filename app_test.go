@@ -402,8 +402,10 @@ func TestWordCountTwoInstances(t *testing.T) {
 func (h *harness) diagnose() {
 	for _, r := range h.runs {
 		var b strings.Builder
-		for _, ts := range r.app.Status().Tasks {
-			fmt.Fprintf(&b, " %s=%s(processed %d, lag %d)", ts.ID, ts.Role, ts.Processed, ts.Lag)
+		st := r.app.Status()
+		fmt.Fprintf(&b, " generation %d, polling %v, last poll %s ago;", st.Generation, st.Polling, time.Since(st.PolledAt).Round(time.Millisecond))
+		for _, ts := range st.Tasks {
+			fmt.Fprintf(&b, " %s=%s(processed %d, lag %d, waiting %d)", ts.ID, ts.Role, ts.Processed, ts.Lag, ts.Waiting)
 		}
 		h.t.Logf("instance %s:%s", r.app.InstanceID(), b.String())
 	}
@@ -412,7 +414,8 @@ func (h *harness) diagnose() {
 	buf = buf[:runtime.Stack(buf, true)]
 	var mine []string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "baton-streams/baton.") && !strings.Contains(g, "testing.tRunner") {
+		// The runtime's goroutines, not the tests' own.
+		if strings.Contains(g, "baton-streams/baton") && !strings.Contains(g, "testing.tRunner") {
 			mine = append(mine, g)
 		}
 	}

@@ -153,6 +153,12 @@ type Result struct {
 	// Intervals say who ran which task between two events and who was
 	// lost then: what excuses an at-least-once duplicate.
 	Intervals []Interval `json:"intervals"`
+	// Unsettled, when some word was still counted short as the wait for
+	// the counts gave up, is what each live instance then reported and
+	// the group's committed input offsets against the ends: input
+	// committed to its end with counts short is data lost; input not
+	// committed to its end is work that stopped.
+	Unsettled string `json:"unsettled,omitempty"`
 }
 
 // OK reports whether the run kept its guarantee: nothing lost, neither
@@ -388,9 +394,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	got, err := r.settle(ctx, stored)
+	got, complete, err := r.settle(ctx, stored)
 	if err != nil {
 		return res, err
+	}
+	if !complete {
+		res.Unsettled = r.unsettled(ctx)
 	}
 	// The counts are read: stop the instances, and with them the losses
 	// and their readings of uncommitted work.
@@ -970,23 +979,55 @@ func (r *run) wordPartitions(ctx context.Context, adm *kadm.Client) (int32, erro
 }
 
 // settle waits until the counts stop changing and every word is counted at
-// least as often as it occurred (or two minutes pass), and returns them.
-func (r *run) settle(ctx context.Context, input map[string]int64) (map[string]int64, error) {
+// least as often as it occurred (or two minutes pass), and returns them
+// and whether every word was.
+func (r *run) settle(ctx context.Context, input map[string]int64) (map[string]int64, bool, error) {
 	deadline := time.Now().Add(2 * time.Minute)
 	var last map[string]int64
 	for {
 		got, err := counts.Read(ctx, r.brokers, r.counts)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		complete := true
 		for w, n := range input {
 			complete = complete && got[w] >= n
 		}
 		if (complete && fmt.Sprint(got) == fmt.Sprint(last)) || time.Now().After(deadline) {
-			return got, nil
+			return got, complete, nil
 		}
 		last = got
 		time.Sleep(time.Second)
 	}
+}
+
+// unsettled describes, for a run whose counts never settled, what every
+// live instance reports (its group generation, whether a poll of its
+// input is under way and when the last one returned, and per task its
+// role, the records it processed and those polled and waiting) and, per
+// task, the group's committed input offset against the input's end.
+func (r *run) unsettled(ctx context.Context) string {
+	var b strings.Builder
+	r.mu.Lock()
+	alive := slices.Clone(r.alive)
+	r.mu.Unlock()
+	for _, in := range alive {
+		st := in.app.Status()
+		fmt.Fprintf(&b, "%s: generation %d, polling %v, last poll %s ago;", in.id, st.Generation, st.Polling,
+			time.Since(st.PolledAt).Round(time.Millisecond))
+		for _, ts := range st.Tasks {
+			fmt.Fprintf(&b, " %s=%s(processed %d, waiting %d, lag %d)", ts.ID, ts.Role, ts.Processed, ts.Waiting, ts.Lag)
+		}
+		b.WriteString("\n")
+	}
+	o, err := r.offsets.ReadOnce(ctx)
+	if err != nil {
+		fmt.Fprintf(&b, "offsets unread: %v", err)
+		return b.String()
+	}
+	b.WriteString("input committed/end:")
+	for _, id := range slices.Sorted(maps.Keys(o.End)) {
+		fmt.Fprintf(&b, " %s %d/%d", id, o.Committed[id], o.End[id])
+	}
+	return b.String()
 }

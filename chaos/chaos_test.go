@@ -128,6 +128,9 @@ func TestChaosShort(t *testing.T) {
 			}
 			t.Log(res)
 			if !res.OK() {
+				if res.Unsettled != "" {
+					t.Logf("the counts never settled:\n%s", res.Unsettled)
+				}
 				t.Fatalf("chaos seed %d: %s broken: %v (low words: %v; unexcused duplicates: %v; duplicated %d, bound %d)",
 					seed, g, res, res.LowWords, res.Unexcused(), res.Duplicated, res.DuplicateBound)
 			}

@@ -48,6 +48,9 @@ type Key struct {
 type Core struct {
 	cfg   Config
 	tasks map[string]*task
+	// rejoins are the step's rebalances asked for, emitted after its
+	// Publish (Step).
+	rejoins []Effect
 	// disk holds the checkpoints of state left on disk for tasks not open.
 	disk map[string]map[string]int64
 	// ends holds the changelog end offsets known, per store.
@@ -236,16 +239,25 @@ func (c *Core) Step(in Input) {
 		c.allLeaving = in.AllLeaving
 		if in.FollowupWithoutMoves {
 			// A follow-up round nobody triggers by revoking: ask for it.
-			c.emit(Rejoin{Why: "follow-up round"})
+			c.rejoin(Rejoin{Why: "follow-up round"})
 		}
 	default:
 		panic(fmt.Sprintf("instance: unknown input %T", in))
 	}
 	c.progressAll()
 	c.publishIfChanged()
+	// A rejoin goes after the state it reports: the group reads this
+	// member's subscription from the published snapshot as soon as the
+	// rejoin starts, so a Publish after it could come too late, and the
+	// round would not see the instance leaving or its learner ready.
+	c.fx = append(c.fx, c.rejoins...)
+	c.rejoins = c.rejoins[:0]
 }
 
 func (c *Core) emit(e Effect) { c.fx = append(c.fx, e) }
+
+// rejoin asks for a rebalance once the step's state is published (Step).
+func (c *Core) rejoin(r Rejoin) { c.rejoins = append(c.rejoins, r) }
 
 func (c *Core) note(n Note) { c.emit(Notify{Note: n}) }
 
@@ -346,7 +358,7 @@ func (c *Core) lifecycleEffect(t *task, e lifecycle.Effect) {
 		}
 	case lifecycle.ReportReady:
 		c.note(Note{Kind: NoteLearnerReady, Task: t.id, Lag: c.lag(t)})
-		c.emit(Rejoin{Why: "learner ready"})
+		c.rejoin(Rejoin{Why: "learner ready"})
 	}
 }
 
@@ -432,7 +444,7 @@ func (c *Core) readyAfterSubscribing(a Assignment) {
 			continue
 		}
 		if lag, sent := a.Subscribed[id]; !sent || lag == UnknownLag || lag > c.cfg.AcceptableLag {
-			c.emit(Rejoin{Why: "learner " + id + " ready after its subscription was sent"})
+			c.rejoin(Rejoin{Why: "learner " + id + " ready after its subscription was sent"})
 			return
 		}
 	}
@@ -756,7 +768,7 @@ func (c *Core) stop(s Stop) {
 	}
 	c.leaving, c.drainStart = true, c.ticks
 	c.note(Note{Kind: NoteLeaving})
-	c.emit(Rejoin{Why: "leaving"})
+	c.rejoin(Rejoin{Why: "leaving"})
 }
 
 func (c *Core) leave() {

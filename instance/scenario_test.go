@@ -202,7 +202,11 @@ func runScript(script string) (string, error) {
 			fmt.Fprintf(&out, "> %s\n", line)
 			for range times {
 				core().Step(Tick{})
-				printEffects(&out, c.Ready())
+				fx := c.Ready()
+				printEffects(&out, fx)
+				if err := rejoinsLast(fx); err != nil {
+					return fail("%v", err)
+				}
 			}
 			continue
 		case "stop":
@@ -223,7 +227,11 @@ func runScript(script string) (string, error) {
 		fmt.Fprintf(&out, "> %s\n", line)
 		before := core().Rewind()
 		core().Step(in)
-		printEffects(&out, c.Ready())
+		fx := c.Ready()
+		printEffects(&out, fx)
+		if err := rejoinsLast(fx); err != nil {
+			return fail("%v", err)
+		}
 		if after := c.Rewind(); after != before {
 			fmt.Fprintf(&out, "  = rewind %s\n", after)
 		}
@@ -276,4 +284,25 @@ func ints(kv map[string]string) map[string]int64 {
 		out[k] = int64(atoi(v))
 	}
 	return out
+}
+
+// rejoinsLast checks one step's effects: a Rejoin comes after the step's
+// Publish, for the group reads the subscription it rejoins with from the
+// published snapshot at once (a leaving flag or a learner's lag published
+// after the rejoin would miss the round).
+func rejoinsLast(fx []Effect) error {
+	rejoin := -1
+	for i, e := range fx {
+		switch e.(type) {
+		case Rejoin:
+			if rejoin < 0 {
+				rejoin = i
+			}
+		case Publish:
+			if rejoin >= 0 {
+				return fmt.Errorf("effect %d asks to rejoin before effect %d publishes the state the rejoin reports", rejoin, i)
+			}
+		}
+	}
+	return nil
 }
