@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/baton-streams/baton/assign"
+	"github.com/baton-streams/baton/internal/load"
 	"github.com/baton-streams/baton/protocol"
 	"github.com/baton-streams/baton/topology"
 )
@@ -73,6 +74,13 @@ type Config struct {
 	Policy assign.Policy
 	Self   Self
 	Logger *slog.Logger
+	// Version is the protocol version the member speaks: zero is
+	// protocol.CurrentVersion. A lower one makes the member behave as one
+	// of an older release, for the tests of a rolling upgrade: it encodes
+	// its subscription at that version and, leading, reads of a newer
+	// member's subscription only the fields of that version and answers
+	// it at that version with protocol.ErrorVersionProbing.
+	Version int16
 }
 
 // Balancer is baton's kgo.GroupBalancer: cooperative, with baton's
@@ -92,6 +100,9 @@ func NewBalancer(cfg Config) *Balancer {
 	if cfg.Policy == "" {
 		cfg.Policy = assign.Smooth
 	}
+	if cfg.Version <= 0 || cfg.Version > protocol.CurrentVersion {
+		cfg.Version = protocol.CurrentVersion
+	}
 	return &Balancer{cfg: cfg}
 }
 
@@ -109,6 +120,9 @@ func (b *Balancer) IsCooperative() bool { return b.cfg.Policy != assign.Eager }
 // JoinGroupMetadata implements kgo.GroupBalancer.
 func (b *Balancer) JoinGroupMetadata(topics []string, owned map[string][]int32, generation int32) []byte {
 	sub := b.cfg.Self.Subscription(owned)
+	if b.cfg.Version < protocol.CurrentVersion {
+		sub.Version, sub.LatestSupportedVersion = b.cfg.Version, b.cfg.Version
+	}
 	data, err := sub.MarshalBinary()
 	if err != nil {
 		// A subscription the instance built itself is invalid only through
@@ -188,6 +202,10 @@ func (b *Balancer) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.G
 			sub = protocol.Subscription{InstanceID: m.MemberID, Capacity: 1}
 		default:
 			jm.version = sub.Version
+			if sub.Version > b.cfg.Version {
+				// A member of an older release reads only its own fields.
+				sub = olderView(sub, b.cfg.Version)
+			}
 		}
 		jm.sub = sub
 		mb.members = append(mb.members, jm)
@@ -229,8 +247,8 @@ func (mb *memberBalancer) Balance(topics map[string]int32) kgo.IntoSyncAssignmen
 	}
 	for _, m := range mb.members {
 		ip := byInstance[instanceKey(m)]
-		version, code := protocol.Negotiate(m.version)
-		a := protocol.Assignment{Version: version, Error: code, Followup: plan.Followup,
+		version, code := mb.b.negotiate(m.version)
+		a := protocol.Assignment{Version: version, LatestSupportedVersion: mb.b.cfg.Version, Error: code, Followup: plan.Followup,
 			Active: ids(ip.Active), Standby: ids(ip.Standby), Learner: ids(ip.Learner), Revoked: ids(ip.Revoked)}
 		user, err := a.MarshalBinary()
 		if err != nil {
@@ -258,6 +276,22 @@ func (mb *memberBalancer) Balance(topics map[string]int32) kgo.IntoSyncAssignmen
 		out = append(out, kmsg.SyncGroupRequestGroupAssignment{MemberID: m.memberID, MemberAssignment: ca.AppendTo(nil)})
 	}
 	return out
+}
+
+// negotiate is protocol.Negotiate for a member that speaks b's version.
+func (b *Balancer) negotiate(memberVersion int16) (int16, protocol.ErrorCode) {
+	if memberVersion > b.cfg.Version {
+		return b.cfg.Version, protocol.ErrorVersionProbing
+	}
+	return protocol.Negotiate(memberVersion)
+}
+
+// olderView returns what a build that speaks version v reads of sub.
+func olderView(sub protocol.Subscription, v int16) protocol.Subscription {
+	if v < 2 {
+		sub.Loads = nil
+	}
+	return sub
 }
 
 type syncAssignment []kmsg.SyncGroupRequestGroupAssignment
@@ -306,7 +340,35 @@ func buildState(cfg Config, members []joined, topics map[string]int32, log *slog
 		claims[k] = Claim{Key: instanceKey(m), Generation: m.generation, Sub: m.sub, Active: m.sub.Active, Standby: m.sub.Standby, Learner: m.sub.Learner}
 	}
 	state.Instances = Instances(claims, known, stateful)
+	SetLoads(state.Tasks, claims, state.Instances)
 	return state, sources
+}
+
+// SetLoads sets the load of each task to what the members report, in
+// shares of a worker. A load counts only from the member the task is
+// active on (instances are Instances(claims, ...), in the order of
+// claims), not from a zombie that claims it too. Tasks nobody reports
+// (new, orphaned, or run by a member of version 1) are estimated by
+// load.Estimate: their subtopology's mean, else the mean of all reported
+// loads, else 1; with no load reported every task weighs 1, as before
+// members reported loads.
+func SetLoads(tasks []assign.Task, claims []Claim, instances []assign.Instance) {
+	reported := map[string]float64{}
+	for k, in := range instances {
+		for _, id := range in.Active {
+			if l, ok := claims[k].Sub.Loads[string(id)]; ok && l > 0 {
+				reported[string(id)] = float64(l) * protocol.LoadUnit
+			}
+		}
+	}
+	ids := make([]string, len(tasks))
+	for i, t := range tasks {
+		ids[i] = string(t.ID)
+	}
+	est := load.Estimate(ids, reported)
+	for i := range tasks {
+		tasks[i].Load = est[ids[i]]
+	}
 }
 
 // Claim is a member as the group holds it: its assignor key (instance id

@@ -16,11 +16,15 @@ type fakeSelf struct {
 	sub      protocol.Subscription
 	assigned []protocol.Assignment
 	led      []assign.Plan
+	states   []assign.State
 }
 
 func (f *fakeSelf) Subscription(map[string][]int32) protocol.Subscription { return f.sub }
 func (f *fakeSelf) Assigned(a protocol.Assignment)                        { f.assigned = append(f.assigned, a) }
-func (f *fakeSelf) Led(_ int32, _ assign.State, p assign.Plan)            { f.led = append(f.led, p) }
+func (f *fakeSelf) Led(_ int32, st assign.State, p assign.Plan) {
+	f.led = append(f.led, p)
+	f.states = append(f.states, st)
+}
 
 func testBalancer() (*Balancer, *fakeSelf) {
 	self := &fakeSelf{}

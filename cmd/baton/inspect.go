@@ -362,6 +362,7 @@ func (in inspection) state(cfg assign.Config) (assign.State, map[string]string, 
 		claims = append(claims, member.Claim{Key: key, Generation: m.Generation, Sub: m.Subscription, Active: active, Standby: standby, Learner: learner})
 	}
 	st.Instances = member.Instances(claims, known, stateful)
+	member.SetLoads(st.Tasks, claims, st.Instances)
 	return st, names, note
 }
 
