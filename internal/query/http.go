@@ -76,45 +76,18 @@ func Handler(r *Router) http.Handler {
 			return
 		}
 		q := req.URL.Query()
-		kind := "key"
-		switch {
-		case !hasKey:
-			kind = "range"
-		case q.Has("window-from") || q.Has("window-to"):
-			kind = "window"
+		kind, read, err := readOf(r, req, q, store, key, hasKey)
+		var local bool
+		var b Bounds
+		if err == nil {
+			b, local, err = ParseBounds(q)
 		}
-		b, local, err := ParseBounds(q)
 		if err != nil {
 			r.asked(kind, local, start, err)
 			fail(w, http.StatusBadRequest, err)
 			return
 		}
-		var body any
-		switch {
-		case !hasKey:
-			var from, to []byte
-			if q.Has("from") {
-				from = []byte(q.Get("from"))
-			}
-			if q.Has("to") {
-				to = []byte(q.Get("to"))
-			}
-			var ra RangeAnswer
-			ra, err = r.Range(req.Context(), store, from, to, b, local, q.Get("task"))
-			body = ra
-		case q.Has("window-from") || q.Has("window-to"):
-			from, to, werr := windowBounds(q)
-			if werr != nil {
-				r.asked(kind, local, start, werr)
-				fail(w, http.StatusBadRequest, werr)
-				return
-			}
-			var ra RangeAnswer
-			ra, err = r.Windows(req.Context(), store, []byte(key), from, to, b, local)
-			body = ra
-		default:
-			body, err = r.Get(req.Context(), store, []byte(key), b, local)
-		}
+		body, err := read(b, local)
 		switch {
 		case errors.Is(err, ErrNoStore):
 			fail(w, http.StatusNotFound, err)
@@ -129,6 +102,34 @@ func Handler(r *Router) http.Handler {
 			_ = json.NewEncoder(w).Encode(body)
 		}
 	})
+}
+
+// readOf decides, from the path and the parameters, which read a request
+// asks for: one key, a key range (no key in the path), or a key's windows
+// (window-from or window-to), and returns its kind and the read itself.
+func readOf(r *Router, req *http.Request, q url.Values, store, key string, hasKey bool) (string, func(Bounds, bool) (any, error), error) {
+	ctx := req.Context()
+	switch {
+	case !hasKey:
+		var from, to []byte
+		if q.Has("from") {
+			from = []byte(q.Get("from"))
+		}
+		if q.Has("to") {
+			to = []byte(q.Get("to"))
+		}
+		return "range", func(b Bounds, local bool) (any, error) {
+			return r.Range(ctx, store, from, to, b, local, q.Get("task"))
+		}, nil
+	case q.Has("window-from") || q.Has("window-to"):
+		from, to, err := windowBounds(q)
+		return "window", func(b Bounds, local bool) (any, error) {
+			return r.Windows(ctx, store, []byte(key), from, to, b, local)
+		}, err
+	}
+	return "key", func(b Bounds, local bool) (any, error) {
+		return r.Get(ctx, store, []byte(key), b, local)
+	}, nil
 }
 
 // windowBounds reads window-from and window-to (ParseWindow).
