@@ -10,8 +10,8 @@ import (
 
 // build validates s and indexes it into a group. Field paths are only
 // formatted on error: this runs on every plan, and at 100,000 tasks its
-// cost is most of a plan's, so it works in flat arrays: one open-addressing
-// table from task id to index, and every per-task list of instances
+// cost is most of a plan's, so it works in flat arrays: one table from
+// task id to index (taskIndex), and every per-task list of instances
 // (learners, standbys, holders of local state) cut from one shared slice.
 func build(s State, sc *scratch) (*group, error) {
 	c := s.Config
@@ -25,31 +25,35 @@ func build(s State, sc *scratch) (*group, error) {
 		return nil, fieldErr("config.acceptable_lag", "must be >= 0, got %d", c.AcceptableLag)
 	}
 	n := len(s.Tasks)
-	var ids idTable
-	ids.init(n, sc)
+	var ids taskIndex
+	ids.init(s.Tasks, sc)
+	sorted := true
+	stateful := sc.bools.get(n) // input index -> stateful: a lag entry's task, without reading the task
+	g := &group{cfg: c, sc: sc}
 	for k, t := range s.Tasks {
 		if t.ID == "" {
 			return nil, fieldErr(fmt.Sprintf("tasks[%d].id", k), "must not be empty")
 		}
-		if !ids.insert(s.Tasks, k) {
+		if !ids.insert(k) {
 			return nil, fieldErr(fmt.Sprintf("tasks[%d].id", k), "task %q is listed twice", t.ID)
 		}
 		if !(t.Load > 0) || math.IsInf(t.Load, 0) {
 			return nil, fieldErr(fmt.Sprintf("tasks[%d].load", k), "must be a finite number > 0, got %v", t.Load)
 		}
-	}
-
-	g := &group{cfg: c, sc: sc}
-	for _, t := range s.Tasks {
 		if t.Stateful {
 			g.nStateful++
+			stateful[k] = true
+		}
+		if k > 0 && sorted && s.Tasks[k-1].ID >= t.ID {
+			sorted = false
 		}
 	}
+
 	// Tasks in id order. Callers that list them sorted already (the
 	// simulator does) skip the sort; then the rank of a task is its input
 	// index and rank is left nil.
 	var rank []int32 // input index -> sorted rank
-	if tasksSorted(s.Tasks) {
+	if sorted {
 		g.tasks = s.Tasks // read only, like the rest of s
 	} else {
 		order := sortIDs(s.Tasks, sc) // sorted rank -> input index
@@ -61,7 +65,7 @@ func build(s State, sc *scratch) (*group, error) {
 		}
 	}
 	find := func(id TaskID) int {
-		k := ids.find(s.Tasks, id)
+		k := ids.find(id)
 		if k < 0 || rank == nil {
 			return k
 		}
@@ -73,7 +77,7 @@ func build(s State, sc *scratch) (*group, error) {
 	var lagVals []int64
 	findAll := func(list []TaskID) []int32 {
 		found = slices.Grow(found[:0], len(list))[:len(list)]
-		ids.findAll(s.Tasks, list, found)
+		ids.findAll(list, found)
 		if rank != nil {
 			for j, k := range found {
 				if k >= 0 {
@@ -172,6 +176,25 @@ func build(s State, sc *scratch) (*group, error) {
 			}
 		}
 		lagSpan[k][0] = int32(len(lagEntries))
+		if ids.grid {
+			// No need to gather the ids first: a lookup in the grid
+			// costs no more than reading the id.
+			for id, lag := range in.Lag {
+				t := ids.findGrid(id)
+				if t < 0 || lag < 0 {
+					return nil, lagError(k, in.Lag, func(id TaskID) bool { return find(id) >= 0 })
+				}
+				if !stateful[t] {
+					continue
+				}
+				if rank != nil {
+					t = rank[t]
+				}
+				lagEntries = append(lagEntries, entry{t, lag})
+			}
+			lagSpan[k][1] = int32(len(lagEntries))
+			continue
+		}
 		lagIDs, lagVals = lagIDs[:0], lagVals[:0]
 		for id, lag := range in.Lag {
 			lagIDs = append(lagIDs, id)
@@ -263,7 +286,8 @@ type keyed struct {
 	k      int32
 }
 
-// tasksSorted reports whether the tasks are in strictly ascending id order.
+// tasksSorted reports whether the tasks are in strictly ascending id order
+// (build checks it as it reads the tasks).
 func tasksSorted(tasks []Task) bool {
 	for k := 1; k < len(tasks); k++ {
 		if tasks[k-1].ID >= tasks[k].ID {
@@ -397,5 +421,163 @@ func (tb *idTable) find(tasks []Task, id TaskID) int {
 			return int(s - 1)
 		}
 		h = (h + 1) & tb.mask
+	}
+}
+
+// taskIndex finds a task's input index from its id. Ids of the form
+// "<subtopology>_<partition>" (decimal, without leading zeros), which is
+// what a topology's tasks are, are read as two numbers that index a table
+// per subtopology: no hashing, no string comparison, and a table of four
+// bytes a task. A task list with any other id, or numbers too sparse for
+// such a table, is indexed by an idTable instead. Both give the same
+// answers.
+type taskIndex struct {
+	tasks []Task
+	grid  bool
+	// The grid: subtopology s's partitions are slots[start[s]:start[s+1]],
+	// each the input index + 1 of its task, 0 for none. sub and part are
+	// every task's numbers, by input index, for insert.
+	start, slots, sub, part []int32
+	ids                     idTable
+}
+
+// init prepares the index for the tasks; insert then adds them one by one.
+func (x *taskIndex) init(tasks []Task, sc *scratch) {
+	x.tasks = tasks
+	if x.initGrid(sc) {
+		x.grid = true
+		return
+	}
+	x.ids.init(len(tasks), sc)
+}
+
+// initGrid sizes the grid, and reports false if some id is not of the
+// grid's form or the table would be more than about twice the tasks.
+func (x *taskIndex) initGrid(sc *scratch) bool {
+	n := len(x.tasks)
+	x.sub, x.part = sc.int32s.take(n), sc.int32s.take(n)
+	maxSub := int32(-1)
+	for k, t := range x.tasks {
+		s, p, ok := parseID(t.ID)
+		if !ok {
+			return false
+		}
+		x.sub[k], x.part[k] = s, p
+		maxSub = max(maxSub, s)
+	}
+	limit := 2*n + 64
+	if int(maxSub) >= limit {
+		return false
+	}
+	x.start = sc.int32s.get(int(maxSub) + 2)
+	for k, s := range x.sub {
+		x.start[s+1] = max(x.start[s+1], x.part[k]+1) // partitions of s
+	}
+	total := 0
+	for s := range int(maxSub) + 1 {
+		total += int(x.start[s+1])
+		if total > limit {
+			return false
+		}
+		x.start[s+1] = int32(total)
+	}
+	x.slots = sc.int32s.get(total)
+	return true
+}
+
+// parseID reads an id of the form "<subtopology>_<partition>": two
+// decimal numbers of at most nine digits, without sign or leading zeros.
+// Every such id names one pair of numbers and every pair one such id, so
+// a task is found by its numbers alone. It runs for every id of the
+// state, several hundred thousand a plan: ids of a subtopology below 10
+// take a short way.
+func parseID(id TaskID) (sub, part int32, ok bool) {
+	n := len(id)
+	if n < 3 || n > 11 || id[1] != '_' {
+		return parseIDBytes(id)
+	}
+	s := id[0] - '0'
+	if s > 9 || (id[2] == '0' && n > 3) {
+		return 0, 0, false
+	}
+	for i := 2; i < n; i++ {
+		c := id[i] - '0'
+		if c > 9 {
+			return 0, 0, false
+		}
+		part = part*10 + int32(c)
+	}
+	return int32(s), part, true
+}
+
+// parseIDBytes is parseID a byte at a time, for ids of any length.
+func parseIDBytes(id TaskID) (sub, part int32, ok bool) {
+	if len(id) < 3 || len(id) > 19 {
+		return 0, 0, false
+	}
+	var v int32
+	first := 0 // where the number being read starts
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if c == '_' && first == 0 && i > 0 {
+			if i > 9 || (id[0] == '0' && i > 1) {
+				return 0, 0, false
+			}
+			sub, v, first = v, 0, i+1
+			continue
+		}
+		if c < '0' || c > '9' {
+			return 0, 0, false
+		}
+		v = v*10 + int32(c-'0')
+	}
+	digits := len(id) - first
+	if first == 0 || digits == 0 || digits > 9 || (id[first] == '0' && digits > 1) {
+		return 0, 0, false
+	}
+	return sub, v, true
+}
+
+// insert adds task k and reports false if an earlier task has its id.
+func (x *taskIndex) insert(k int) bool {
+	if !x.grid {
+		return x.ids.insert(x.tasks, k)
+	}
+	at := x.start[x.sub[k]] + x.part[k]
+	if x.slots[at] != 0 {
+		return false
+	}
+	x.slots[at] = int32(k + 1)
+	return true
+}
+
+// find returns the input index of the task with the given id, or -1.
+func (x *taskIndex) find(id TaskID) int {
+	if !x.grid {
+		return x.ids.find(x.tasks, id)
+	}
+	return int(x.findGrid(id))
+}
+
+func (x *taskIndex) findGrid(id TaskID) int32 {
+	s, p, ok := parseID(id)
+	if !ok || int(s) >= len(x.start)-1 {
+		return -1
+	}
+	a := x.start[s]
+	if p >= x.start[s+1]-a {
+		return -1
+	}
+	return x.slots[a+p] - 1
+}
+
+// findAll sets found[j] to find(list[j]).
+func (x *taskIndex) findAll(list []TaskID, found []int32) {
+	if !x.grid {
+		x.ids.findAll(x.tasks, list, found)
+		return
+	}
+	for j, id := range list {
+		found[j] = x.findGrid(id)
 	}
 }
