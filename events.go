@@ -224,6 +224,16 @@ type TaskStatus struct {
 	// (Status.Unconfirmed): the group may have given it to another
 	// instance already.
 	Unconfirmed bool `json:"unconfirmed,omitempty"`
+	// Load is the share of one worker's time the task's processing took
+	// recently, smoothed over minutes (0.25 is a quarter of a worker),
+	// for an active task measured here for 30s; for any other task, the
+	// mean of the loads measured here of its subtopology's tasks, else of
+	// all tasks measured here, else 1 (docs/assign.md, "Loads").
+	Load float64 `json:"load"`
+	// LoadReported is, for an active task, the load the instance reported
+	// to the group at its last join: Load in steps of WithLoadStep, with
+	// hysteresis. 0 when it reported none (not measured yet).
+	LoadReported float64 `json:"load_reported,omitempty"`
 }
 
 // PlanStatus is the leader's last plan with its explanation.
@@ -233,6 +243,10 @@ type PlanStatus struct {
 	Reasons    []string                    `json:"reasons"`
 	Followup   bool                        `json:"followup"`
 	Lags       map[string]map[string]int64 `json:"lags"`
+	// Loads is the load of every task the leader planned with: what the
+	// members reported for the tasks they run, and its estimate for the
+	// others (docs/assign.md, "Loads").
+	Loads map[string]float64 `json:"loads,omitempty"`
 }
 
 // PlanInstance is one instance in a PlanStatus.
@@ -274,7 +288,8 @@ func publicStatus(s engine.Status) Status {
 		Leaving: s.Leaving, Unconfirmed: s.Unconfirmed, ConfirmedAt: s.ConfirmedAt, PolledAt: s.PolledAt, Polling: s.Polling, WorkerRate: s.WorkerRate,
 		Tasks: make([]TaskStatus, 0, len(s.Tasks))}
 	for _, t := range s.Tasks {
-		ts := TaskStatus{ID: t.ID, Role: t.Role, Lag: t.Lag, Processed: t.Processed, Restored: t.Restored, Waiting: t.Waiting, Unconfirmed: t.Unconfirmed}
+		ts := TaskStatus{ID: t.ID, Role: t.Role, Lag: t.Lag, Processed: t.Processed, Restored: t.Restored, Waiting: t.Waiting, Unconfirmed: t.Unconfirmed,
+			Load: t.Load, LoadReported: t.LoadReported}
 		if t.Input != nil {
 			in := InputLag(*t.Input)
 			ts.Input = &in
@@ -306,7 +321,7 @@ func publicStatus(s engine.Status) Status {
 }
 
 func publicPlan(p engine.PlanStatus) PlanStatus {
-	out := PlanStatus{Generation: p.Generation, Reasons: p.Reasons, Followup: p.Followup, Lags: p.Lags}
+	out := PlanStatus{Generation: p.Generation, Reasons: p.Reasons, Followup: p.Followup, Lags: p.Lags, Loads: p.Loads}
 	if p.Instances != nil {
 		out.Instances = make([]PlanInstance, 0, len(p.Instances))
 	}

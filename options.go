@@ -53,6 +53,7 @@ func defaults() config {
 		PurgeInterval:  DefaultPurgeInterval,
 		Autoscale:      autoscale.DefaultConfig(),
 		InputEvery:     DefaultInputLagInterval,
+		LoadStep:       DefaultLoadStep,
 		BlockCache:     DefaultBlockCache,
 		RestorePolicy:  govern.Policy{Share: DefaultRestoreShare, Window: govern.DefaultPolicy.Window, Catchup: govern.DefaultPolicy.Catchup},
 	}
@@ -299,6 +300,21 @@ func WithRestoreShare(share float64) Option {
 	return func(c *config) { c.RestorePolicy.Share = share }
 }
 
+// DefaultLoadStep is WithLoadStep's default: 5% of a worker.
+const DefaultLoadStep = 0.05
+
+// WithLoadStep sets the step, in shares of one worker's time in (0, 1],
+// of the loads an instance reports to the group for its active tasks
+// (docs/assign.md, "Loads"). Each task's measured load (busy time per
+// second, smoothed over minutes) is reported as a whole number of steps,
+// at least one, and a report changes only once the measured load is a
+// full step away from it: the leader plans on the same figures while
+// loads waver, so that a stable group stays as it is, and a task moves
+// for load only when its difference is worth a move. Tasks lighter than
+// half a step all weigh one step, so that a lightly loaded group is
+// balanced on task counts. Default DefaultLoadStep.
+func WithLoadStep(step float64) Option { return func(c *config) { c.LoadStep = step } }
+
 // WithAutoscale sets the rule by which the group's leader recommends how
 // many instances the group should run (baton_desired_instances, the
 // autoscale field of Status; see docs/autoscaling.md). Default:
@@ -322,6 +338,8 @@ func validate(c *config) error {
 		return fmt.Errorf("%w: autoscale: %w", ErrConfig, c.Autoscale.Validate())
 	case !(c.RestorePolicy.Share > 0 && c.RestorePolicy.Share <= 1):
 		return bad("restore share", "want more than 0 and at most 1, got %v", c.RestorePolicy.Share)
+	case !(c.LoadStep > 0 && c.LoadStep <= 1):
+		return bad("load step", "want more than 0 and at most 1, got %v", c.LoadStep)
 	case c.InputEvery <= 0:
 		return bad("input lag interval", "must be > 0, got %v", c.InputEvery)
 	case c.AppID == "":

@@ -74,6 +74,9 @@ type Config struct {
 	Policy assign.Policy
 	Self   Self
 	Logger *slog.Logger
+	// Loads, when set, returns the loads the member reports for its
+	// active tasks at a join (protocol.Subscription.Loads).
+	Loads func(active []string) map[string]int32
 	// Version is the protocol version the member speaks: zero is
 	// protocol.CurrentVersion. A lower one makes the member behave as one
 	// of an older release, for the tests of a rolling upgrade: it encodes
@@ -120,6 +123,9 @@ func (b *Balancer) IsCooperative() bool { return b.cfg.Policy != assign.Eager }
 // JoinGroupMetadata implements kgo.GroupBalancer.
 func (b *Balancer) JoinGroupMetadata(topics []string, owned map[string][]int32, generation int32) []byte {
 	sub := b.cfg.Self.Subscription(owned)
+	if b.cfg.Loads != nil {
+		sub.Loads = b.cfg.Loads(sub.Active)
+	}
 	if b.cfg.Version < protocol.CurrentVersion {
 		sub.Version, sub.LatestSupportedVersion = b.cfg.Version, b.cfg.Version
 	}

@@ -100,3 +100,23 @@ func TestOlderReleaseMember(t *testing.T) {
 		t.Errorf("%d tasks assigned in a mixed group, want 4: %+v", tasks, got)
 	}
 }
+
+// TestJoinReportsLoads: a member joins with the loads Config.Loads gives
+// for its active tasks.
+func TestJoinReportsLoads(t *testing.T) {
+	b, self := testBalancer()
+	var asked []string
+	b.cfg.Loads = func(active []string) map[string]int32 {
+		asked = active
+		return map[string]int32{"0_0": 700}
+	}
+	self.sub = protocol.Subscription{InstanceID: "a", Capacity: 1, Active: []string{"0_0"}}
+	var meta kmsg.ConsumerMemberMetadata
+	if err := meta.ReadFrom(b.JoinGroupMetadata([]string{"in"}, nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := protocol.DecodeSubscription(meta.UserData)
+	if err != nil || sub.Loads["0_0"] != 700 || len(asked) != 1 || asked[0] != "0_0" {
+		t.Fatalf("joined with %+v, %v (loads asked for %v); want 0_0 at 700", sub, err, asked)
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/baton-streams/baton/internal/commit"
 	"github.com/baton-streams/baton/internal/errs"
 	"github.com/baton-streams/baton/internal/global"
+	"github.com/baton-streams/baton/internal/load"
 	"github.com/baton-streams/baton/internal/metrics"
 	"github.com/baton-streams/baton/internal/purge"
 	"github.com/baton-streams/baton/member"
@@ -88,6 +89,13 @@ type App struct {
 	// (float64 bits).
 	restored, yielded atomic.Int64
 	restoreRate       atomic.Uint64
+	// loadMeter measures the active tasks' loads (owned by the loop,
+	// load.go); measured is what it measured at the last read of the
+	// input, and reported what the instance last reported to the group
+	// (written on the group goroutine).
+	loadMeter load.Meter
+	measured  atomic.Pointer[map[string]float64]
+	reported  atomic.Pointer[map[string]float64]
 
 	// Written by any goroutine.
 	partsMu    sync.Mutex // guards topicParts only; never held across I/O
@@ -404,6 +412,8 @@ func (a *App) open() error {
 		Policy:        a.cfg.Policy,
 		Self:          (*self)(a),
 		Logger:        a.log,
+		Loads:         a.reportLoads,
+		Version:       a.cfg.ProtocolVersion,
 	})
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(a.cfg.Brokers...),

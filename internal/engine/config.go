@@ -69,6 +69,17 @@ type Config struct {
 	// InputEvery is how often the input partitions' offsets are read for
 	// the input lag and rates (docs/autoscaling.md).
 	InputEvery time.Duration
+	// LoadStep is the step of the loads the instance reports to the
+	// group, in shares of a worker (baton.WithLoadStep).
+	LoadStep float64
+	// LoadSmoothing and LoadSettle are the load meter's time constant
+	// and how long it watches a task before reporting it; zero is
+	// internal/load's default. Tests shorten them.
+	LoadSmoothing, LoadSettle time.Duration
+	// ProtocolVersion, when not zero, makes the instance speak that
+	// protocol version as a member of an older release would
+	// (member.Config.Version). Tests of a rolling upgrade set it.
+	ProtocolVersion int16
 	// OnStart, when set, sees each task on the loop as it starts
 	// processing: at once when it has nothing to restore, else once its
 	// restore is done and written. Its stores hold what it restored and

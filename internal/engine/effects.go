@@ -617,6 +617,7 @@ func (s *self) Led(generation int32, st assign.State, plan assign.Plan) {
 	for _, r := range plan.Reasons {
 		ps.Reasons = append(ps.Reasons, fmt.Sprintf("%s %s on %s: %s", r.Kind, r.Task, member.InstanceOf(r.Instance), short.Replace(r.Why)))
 	}
+	ps.Loads = plannedLoads(st)
 	a.lastPlan.Store(ps)
 	a.plansMu.Lock()
 	a.plans = append(a.plans, *ps)

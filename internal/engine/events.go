@@ -101,6 +101,9 @@ type TaskStatus struct {
 	Waiting     int64
 	Input       *InputLag
 	Unconfirmed bool
+	Load        float64
+	// LoadReported is the load last reported to the group; 0 if none.
+	LoadReported float64
 }
 
 type PlanStatus struct {
@@ -109,6 +112,7 @@ type PlanStatus struct {
 	Reasons    []string
 	Followup   bool
 	Lags       map[string]map[string]int64
+	Loads      map[string]float64
 }
 
 type PlanInstance struct {

@@ -148,6 +148,7 @@ func (s *shell) inputRead(r inputRead) {
 	workerRate := s.input.busy.Ratio()
 	a.workerRate.Store(math.Float64bits(workerRate))
 	a.metrics.WorkerRate.Set(workerRate)
+	s.observeLoads(r.at)
 	s.input.restore.Add(measure.Reading{At: r.at, Count: float64(a.restored.Load()), Base: float64(r.at.UnixNano()) / 1e9})
 	a.restoreRate.Store(math.Float64bits(s.input.restore.Ratio()))
 

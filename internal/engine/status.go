@@ -95,6 +95,17 @@ func (a *App) Status() Status {
 		}
 	}
 	sort.Slice(st.Tasks, func(i, j int) bool { return st.Tasks[i].ID < st.Tasks[j].ID })
+	ids := make([]string, len(st.Tasks))
+	for i, t := range st.Tasks {
+		ids[i] = t.ID
+	}
+	loads, reported := a.taskLoads(ids)
+	for i := range st.Tasks {
+		st.Tasks[i].Load = loads[st.Tasks[i].ID]
+		if st.Tasks[i].Role == lifecycle.Active.String() {
+			st.Tasks[i].LoadReported = reported[st.Tasks[i].ID]
+		}
+	}
 	st.WorkerRate = math.Float64frombits(a.workerRate.Load())
 	st.Restore = RestoreStatus{Records: a.restored.Load(), Rate: math.Float64frombits(a.restoreRate.Load()),
 		YieldedSeconds: time.Duration(a.yielded.Load()).Seconds()}

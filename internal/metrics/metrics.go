@@ -41,6 +41,8 @@ type Set struct {
 	InputRate       *prometheus.GaugeVec
 	WorkerBusy      *prometheus.CounterVec
 	WorkerRate      prometheus.Gauge
+	// TaskLoad is each active task's measured load (internal/load).
+	TaskLoad *prometheus.GaugeVec
 	// The leader's group-wide figures and recommendation: vectors without
 	// labels, so that they can be absent on the other instances.
 	Desired   *prometheus.GaugeVec
@@ -111,6 +113,8 @@ func New(r prometheus.Registerer, appID, instance string) *Set {
 			Help: "Time each worker spent processing records.", ConstLabels: labels}, []string{"worker"}),
 		WorkerRate: prometheus.NewGauge(prometheus.GaugeOpts{Name: "baton_worker_records_per_busy_second",
 			Help: "Records one worker of this instance processes per second of busy time over the last 30s: what a fully busy worker sustains. 0 until measured.", ConstLabels: labels}),
+		TaskLoad: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_task_load",
+			Help: "Share of one worker's time the active task's processing took, smoothed over minutes (0.25 is a quarter of a worker); listed once measured for 30s. The instance reports it to the group, in steps (WithLoadStep).", ConstLabels: labels}, []string{"task"}),
 		Desired: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_desired_instances",
 			Help: "Instances the group should run, as the group's leader recommends (package autoscale). Only the leader has this series.", ConstLabels: labels}, nil),
 		GroupLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_group_input_lag_records",
@@ -127,7 +131,7 @@ func New(r prometheus.Registerer, appID, instance string) *Set {
 	}
 	if r != nil {
 		for _, c := range []prometheus.Collector{m.Queries, m.QuerySeconds, m.QueryServed, m.Processed, m.Late, m.Restored, m.RestoreYielded, m.RestoreWriteWaits, m.Lag, m.Rebalances, m.Replayed, m.CommitSeconds, m.Handover, m.BadRecords, m.Learners, m.Generation, m.Rebalance, m.LoopTurn, m.Transactions, m.CommitsGivenUp, m.MemberRestarts,
-			m.InputLagRecords, m.InputLagSeconds, m.InputRate, m.WorkerBusy, m.WorkerRate, m.Desired, m.GroupLag, m.GroupRate} {
+			m.InputLagRecords, m.InputLagSeconds, m.InputRate, m.WorkerBusy, m.WorkerRate, m.TaskLoad, m.Desired, m.GroupLag, m.GroupRate} {
 			_ = r.Register(c)
 		}
 	}

@@ -84,6 +84,10 @@ type Task struct {
 	// Waiting is how many polled records wait for the task's processor,
 	// as the loop last counted them (after each poll and each turn).
 	Waiting atomic.Int64
+	// Busy is the time, in nanoseconds, workers spent on the task's
+	// batches since the loop last took it (internal/load): written by
+	// the worker, taken by the loop.
+	Busy atomic.Int64
 	// Restored counts changelog records restored into the stores while
 	// the task was active here, over the life of this task (Replayed
 	// restarts at each activation; this does not).
@@ -294,6 +298,7 @@ func (w *Worker) Run() {
 			// Counted before Done: the loop reads both once the batch
 			// is done, and sees them together.
 			w.Busy.Add(int64(took))
+			b.Task.Busy.Add(int64(took))
 			w.Records.Add(int64(n))
 			w.busySeconds.Add(took.Seconds())
 			if err != nil {
