@@ -100,6 +100,9 @@ type TaskView struct {
 	// Input is an active task's input lag and rate from its instance's
 	// live /status; nil otherwise.
 	Input *baton.InputLag `json:"input,omitempty"`
+	// Load is the task's load from its instance's live /status (the
+	// share of a worker's time its processing takes); 0 when unknown.
+	Load float64 `json:"load,omitempty"`
 }
 
 // peer is what asking one instance for its /status gave.
@@ -273,7 +276,7 @@ func tasksOf(st *baton.Status, iv *InstanceView) []TaskView {
 		if err != nil && iv.Error == "" {
 			iv.Error = fmt.Sprintf("status: task %s: %v", t.ID, err)
 		}
-		out = append(out, TaskView{ID: t.ID, Role: role, Lag: t.Lag, Processed: t.Processed, Input: t.Input})
+		out = append(out, TaskView{ID: t.ID, Role: role, Lag: t.Lag, Processed: t.Processed, Input: t.Input, Load: t.Load})
 	}
 	sortTasks(out)
 	return out

@@ -39,7 +39,8 @@ function taskView(instance, t) {
     box.append(bar, el("span", { class: "lag", "data-lag": t.lag }, "lag " + fmt(t.lag)));
   } else {
     const behind = t.input && t.input.records > 0 ? " · behind " + fmt(t.input.records) + " (" + t.input.seconds.toFixed(1) + " s)" : "";
-    box.append(el("span", { class: "lag", "data-input-lag": t.input ? t.input.records : null }, fmt(t.processed) + " rec" + behind));
+    const load = t.load > 0 ? " · load " + Math.round(100 * t.load) + "%" : "";
+    box.append(el("span", { class: "lag", "data-input-lag": t.input ? t.input.records : null, "data-load": t.load > 0 ? t.load : null, title: "load: share of a worker's time, smoothed" }, fmt(t.processed) + " rec" + load + behind));
   }
   return box;
 }
