@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Stream is a typed stream of key-value pairs in a Builder: records read
@@ -56,6 +57,9 @@ type Table[K, V any] struct {
 	// windowed: the store is keyed by window as well as key, so it cannot
 	// be looked up by key alone.
 	windowed bool
+	// closeAfter: for a windowed table, how long after a window's End, in
+	// stream time, the window closes (SuppressUntilWindowCloses).
+	closeAfter time.Duration
 }
 
 // change is one update of a table's key: its value before and after.

@@ -364,5 +364,6 @@ func windowAggregate[K, V, A any](tw TimeWindowed[K, V], storeName, op string, c
 		})
 	})
 	b.AddStore(storeName, out.node)
-	return Table[Windowed[K], A]{b: b, changes: out.node, store: storeName, keys: WindowedCodec(keys, w.size), values: codec, windowed: true}
+	return Table[Windowed[K], A]{b: b, changes: out.node, store: storeName, keys: WindowedCodec(keys, w.size), values: codec,
+		windowed: true, closeAfter: w.grace}
 }
