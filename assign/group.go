@@ -103,13 +103,13 @@ func newBucket(g *group, stateful bool) *bucket {
 func newBuckets(g *group) [2]*bucket {
 	n := len(g.tasks)
 	pos := g.sc.ints.filled(n, none)
-	weight := g.sc.floats.get(n)
+	weight := g.sc.floats.take(n) // every task is in one bucket, which sets its weight
 	var bs [2]*bucket
 	var first [2]float64 // the load of each bucket's first task
 	size := [2]int{g.nStateful, n - g.nStateful}
 	for k := range bs {
 		bs[k] = &bucket{g: g, stateful: k == 0, pos: pos, weight: weight, uniform: true}
-		bs[k].tasks = g.sc.ints.get(size[k])[:0]
+		bs[k].tasks = g.sc.ints.take(size[k])[:0]
 	}
 	for t, task := range g.tasks {
 		k := 1
@@ -253,16 +253,13 @@ func (b *bucket) lowers(gap, wt float64) bool { return gap-wt > b.slop }
 func (b *bucket) heaps() (low, high *instHeap) {
 	if b.low == nil {
 		m := len(b.g.insts)
-		b.low = &instHeap{index: make([]int, m), less: func(x, y int) bool {
-			dx, dy := b.dev(x), b.dev(y)
-			return dx < dy || (dx == dy && x < y)
-		}}
-		b.high = &instHeap{index: make([]int, m), less: func(x, y int) bool {
-			dx, dy := b.dev(x), b.dev(y)
-			return dx > dy || (dx == dy && x < y)
-		}}
+		// Keyed by deviation, and by its negation for the highest first.
+		b.low = &instHeap{index: make([]int, m), key: make([]float64, m)}
+		b.high = &instHeap{index: make([]int, m), key: make([]float64, m)}
 		for i := range b.g.insts {
 			if !b.g.leaving[i] {
+				d := b.dev(i)
+				b.low.key[i], b.high.key[i] = d, -d
 				b.low.Push(i)
 				b.high.Push(i)
 			}
@@ -362,7 +359,7 @@ func (b *bucket) placeAll(ts []int, at func(t int) int) {
 	for _, c := range b.count {
 		total += c
 	}
-	backing := b.g.sc.ints.get(total)
+	backing := b.g.sc.ints.take(total) // appended to, within its length
 	for i, c := range b.count {
 		b.on[i] = backing[:0:c]
 		backing = backing[c:]
@@ -394,21 +391,34 @@ func (b *bucket) after(i int) {
 		b.outOfLine++
 	}
 	if b.low != nil && !b.g.leaving[i] {
+		d := b.dev(i)
+		b.low.key[i], b.high.key[i] = d, -d
 		b.low.fix(b.low.index[i])
 		b.high.fix(b.high.index[i])
 	}
 }
 
 // instHeap is a heap of instance indexes under an ordering (less) of
-// the caller's, with each instance's position kept in index for heap.Fix.
+// the caller's, or by key then index when key is set, with each
+// instance's position kept in index for heap.Fix.
 type instHeap struct {
 	items []int
 	index []int // instance -> position in items
 	less  func(x, y int) bool
+	key   []float64 // instance -> key, smallest first; without less
+}
+
+// before reports whether instance x comes before instance y.
+func (h *instHeap) before(x, y int) bool {
+	if h.key != nil {
+		kx, ky := h.key[x], h.key[y]
+		return kx < ky || (kx == ky && x < y)
+	}
+	return h.less(x, y)
 }
 
 func (h *instHeap) Len() int           { return len(h.items) }
-func (h *instHeap) Less(a, c int) bool { return h.less(h.items[a], h.items[c]) }
+func (h *instHeap) Less(a, c int) bool { return h.before(h.items[a], h.items[c]) }
 func (h *instHeap) Swap(a, c int) {
 	h.items[a], h.items[c] = h.items[c], h.items[a]
 	h.index[h.items[a]] = a
@@ -440,10 +450,10 @@ func (h *instHeap) down(k0 int) bool {
 		if c >= n || c < 0 {
 			break
 		}
-		if r := c + 1; r < n && h.less(h.items[r], h.items[c]) {
+		if r := c + 1; r < n && h.before(h.items[r], h.items[c]) {
 			c = r
 		}
-		if !h.less(h.items[c], h.items[k]) {
+		if !h.before(h.items[c], h.items[k]) {
 			break
 		}
 		h.Swap(k, c)
@@ -455,7 +465,7 @@ func (h *instHeap) down(k0 int) bool {
 func (h *instHeap) up(k int) {
 	for k > 0 {
 		p := (k - 1) / 2
-		if !h.less(h.items[k], h.items[p]) {
+		if !h.before(h.items[k], h.items[p]) {
 			break
 		}
 		h.Swap(k, p)

@@ -28,7 +28,7 @@ func build(s State, sc *scratch) (*group, error) {
 	var ids taskIndex
 	ids.init(s.Tasks, sc)
 	sorted := true
-	stateful := sc.bools.get(n) // input index -> stateful: a lag entry's task, without reading the task
+	stateful := sc.bools.take(n) // input index -> stateful: a lag entry's task, without reading the task
 	g := &group{cfg: c, sc: sc}
 	for k, t := range s.Tasks {
 		if t.ID == "" {
@@ -40,9 +40,9 @@ func build(s State, sc *scratch) (*group, error) {
 		if !(t.Load > 0) || math.IsInf(t.Load, 0) {
 			return nil, fieldErr(fmt.Sprintf("tasks[%d].load", k), "must be a finite number > 0, got %v", t.Load)
 		}
+		stateful[k] = t.Stateful
 		if t.Stateful {
 			g.nStateful++
-			stateful[k] = true
 		}
 		if k > 0 && sorted && s.Tasks[k-1].ID >= t.ID {
 			sorted = false
@@ -107,10 +107,7 @@ func build(s State, sc *scratch) (*group, error) {
 		}
 	}
 
-	g.owner = sc.ints.get(n)
-	for t := range g.owner {
-		g.owner[t] = none
-	}
+	g.owner = sc.ints.filled(n, none)
 	// Standby, learner and lag entries, per instance in input order, then
 	// regrouped by task below.
 	type entry = lagEntry
@@ -124,14 +121,14 @@ func build(s State, sc *scratch) (*group, error) {
 			roles[1] += len(in.Learner)
 			lags += len(in.Lag)
 		}
-		roleEntries[0] = sc.entries.get(roles[0])[:0]
-		roleEntries[1] = sc.entries.get(roles[1])[:0]
-		lagEntries = sc.entries.get(lags)[:0]
+		roleEntries[0] = sc.entries.take(roles[0])[:0]
+		roleEntries[1] = sc.entries.take(roles[1])[:0]
+		lagEntries = sc.entries.take(lags)[:0]
 	}
 	roleSpan := make([][2][2]int32, m) // input instance -> role -> [start, end) in roleEntries
 	lagSpan := make([][2]int32, m)
 	seenBy := sc.int32s.get(n) // task -> input instance index + 1 that last listed it
-	seenAs := sc.bytes.get(n)
+	seenAs := sc.bytes.take(n) // read only where seenBy says it was written
 	roleNames := [3]string{"active", "standby", "learner"}
 	names := make(map[string]bool, m)
 	for k, in := range s.Instances {
@@ -217,14 +214,14 @@ func build(s State, sc *scratch) (*group, error) {
 		if len(entries) == 0 {
 			return taskLists{}
 		}
-		l := taskLists{start: sc.int32s.get(n + 1), flat: sc.ints.get(len(entries))}
+		l := taskLists{start: sc.int32s.get(n + 1), flat: sc.ints.take(len(entries))}
 		for _, e := range entries {
 			l.start[e.task+1]++
 		}
 		for t := range n {
 			l.start[t+1] += l.start[t]
 		}
-		fill := sc.int32s.get(n)
+		fill := sc.int32s.take(n)
 		copy(fill, l.start[:n])
 		for i, k := range iorder {
 			sp := span(k)
@@ -245,7 +242,7 @@ func build(s State, sc *scratch) (*group, error) {
 	}
 	slices.Sort(g.learnerTasks)
 	g.learnerTasks = slices.Compact(g.learnerTasks)
-	g.holderLag = sc.int64s.get(len(lagEntries))
+	g.holderLag = sc.int64s.take(len(lagEntries)) // every entry written by perTask
 	g.holders = perTask(lagEntries, func(k int) [2]int32 { return lagSpan[k] }, g.holderLag)
 	g.hasState = make([]bool, m)
 	g.instLags = make([][]lagEntry, m)

@@ -6,7 +6,9 @@ import "sync"
 // the planner's per-task and per-bucket arrays. At 100,000 tasks they are
 // most of what a plan allocates, so Assign takes them from a pool and gives
 // them back when the plan is made; they carry nothing from one plan to the
-// next (every array is handed out cleared) and the plan holds none of them.
+// next (every array is handed out cleared, or taken as it was left by a
+// caller that writes every element before reading it) and the plan holds
+// none of them.
 type scratch struct {
 	ints    bufs[int]
 	int32s  bufs[int32]

@@ -33,9 +33,12 @@ type planner struct {
 	// again is set when orphans placed this round left a bucket out of
 	// balance: they cannot move in the round that placed them, so the
 	// plan asks for a follow-up in which they can.
-	again   bool
-	pinned  []bool            // task -> positioned at its kept learner; the balance may not move it
-	cause   map[int]moveCause // task -> why its position moved away from its owner (only tasks that moved)
+	again  bool
+	pinned []bool // task -> positioned at its kept learner; the balance may not move it
+	// causes says why tasks' positions moved away from their owners;
+	// causeAt is, by task, the index + 1 of its latest cause, 0 if none.
+	causes  []moveCause
+	causeAt []int32
 	seq     int
 	reasons []Reason
 }
@@ -59,7 +62,7 @@ func planIncremental(g *group, policy Policy) Plan {
 	p.moveSeq = g.sc.ints.get(n)
 	p.forced = g.sc.bools.get(n)
 	p.pinned = g.sc.bools.get(n)
-	p.cause = map[int]moveCause{}
+	p.causeAt = g.sc.int32s.get(n)
 	p.keepLearners()
 	for _, b := range newBuckets(g) {
 		p.position(b)
@@ -220,7 +223,7 @@ func (p *planner) drain(b *bucket) {
 		if i == none {
 			i = b.lightest()
 		}
-		p.cause[t] = moveCause{b: b, from: o, to: i, drained: true}
+		p.setCause(t, moveCause{b: b, from: o, to: i, drained: true})
 		b.place(t, i)
 		p.forced[t] = true
 		p.seq++
@@ -255,7 +258,7 @@ func (p *planner) balance(b *bucket) {
 			stuck[i] = false
 		}
 		stuckList = stuckList[:0]
-		p.cause[t] = b.causeOf(from, to)
+		p.setCause(t, b.causeOf(from, to))
 		b.move(t, to)
 		p.seq++
 		p.moveSeq[t] = p.seq
@@ -454,7 +457,7 @@ func (p *planner) realize(b *bucket) {
 				p.nLearners--
 			}
 			p.learner[t], l = none, none
-			p.why(ReasonRevoke, t, o, "%s; moves to %s%s", p.cause[t], p.name(at), p.warmth(b, t, at))
+			p.why(ReasonRevoke, t, o, "%s; moves to %s%s", p.cause(t), p.name(at), p.warmth(b, t, at))
 		case l == at:
 			p.newOwner[t] = o // its learner is still warming
 		default:
@@ -485,7 +488,7 @@ func (p *planner) realize(b *bucket) {
 		}
 		p.learner[nl.t] = nl.i
 		p.nLearners++
-		p.why(ReasonLearner, nl.t, nl.i, "%s; %s warms a copy first (its lag: %s)", p.cause[nl.t], p.name(nl.i), lagText(g.lagOf(nl.i, nl.t)))
+		p.why(ReasonLearner, nl.t, nl.i, "%s; %s warms a copy first (its lag: %s)", p.cause(nl.t), p.name(nl.i), lagText(g.lagOf(nl.i, nl.t)))
 	}
 }
 
@@ -497,6 +500,20 @@ type moveCause struct {
 	drained            bool
 	fromCount, toCount int
 	fromW, toW         float64
+}
+
+func (p *planner) setCause(t int, c moveCause) {
+	p.causes = append(p.causes, c)
+	p.causeAt[t] = int32(len(p.causes))
+}
+
+// cause is why task t's position moved away from its owner; the zero
+// moveCause if it did not move in this plan.
+func (p *planner) cause(t int) moveCause {
+	if k := p.causeAt[t]; k > 0 {
+		return p.causes[k-1]
+	}
+	return moveCause{}
 }
 
 func (b *bucket) causeOf(from, to int) moveCause {
@@ -597,29 +614,38 @@ func (p *planner) output() Plan {
 	for r := range roles {
 		backing[r] = make([]TaskID, total[r])
 	}
-	cut := func(r, n int) []TaskID {
-		s := backing[r][:0:n]
-		backing[r] = backing[r][n:]
-		return s
-	}
+	// Each instance's lists are cut from the backing arrays in order;
+	// count becomes the next free position of each list.
+	var at [roles]int
 	for i, in := range g.insts {
-		plan.Instances[i] = InstancePlan{ID: in.ID, Active: cut(0, count[i*roles]), Standby: cut(1, count[i*roles+1]),
-			Learner: cut(2, count[i*roles+2]), Revoked: cut(3, count[i*roles+3])}
+		var l [roles][]TaskID
+		for r := range roles {
+			c := count[i*roles+r]
+			l[r] = backing[r][at[r] : at[r]+c : at[r]+c]
+			count[i*roles+r] = at[r]
+			at[r] += c
+		}
+		plan.Instances[i] = InstancePlan{ID: in.ID, Active: l[0], Standby: l[1], Learner: l[2], Revoked: l[3]}
 	}
+	active, standby, learner, revoked := backing[0], backing[1], backing[2], backing[3]
 	for t, task := range g.tasks {
 		if i := p.newOwner[t]; i != none {
-			plan.Instances[i].Active = append(plan.Instances[i].Active, task.ID)
+			active[count[i*roles]] = task.ID
+			count[i*roles]++
 		}
 		if i := p.revokedBy[t]; i != none {
-			plan.Instances[i].Revoked = append(plan.Instances[i].Revoked, task.ID)
+			revoked[count[i*roles+3]] = task.ID
+			count[i*roles+3]++
 			plan.Followup = true
 		}
 		if i := p.learner[t]; i != none {
-			plan.Instances[i].Learner = append(plan.Instances[i].Learner, task.ID)
+			learner[count[i*roles+2]] = task.ID
+			count[i*roles+2]++
 		}
 		if p.standby != nil {
 			for _, i := range p.standby[t] {
-				plan.Instances[i].Standby = append(plan.Instances[i].Standby, task.ID)
+				standby[count[i*roles+1]] = task.ID
+				count[i*roles+1]++
 			}
 		}
 	}
