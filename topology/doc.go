@@ -68,6 +68,40 @@
 // stream time is past their start by the retention (default size plus
 // grace), with a tombstone in the store's compacted changelog.
 //
+// Session windows (SessionWindowedBy with InactivityGap, then
+// SessionCount, SessionAggregate or SessionReduce) group a key's records
+// into sessions of activity: records at most the gap apart are one
+// session, [Start, End] from its first record's time to its last's. A
+// record within the gap of a session extends it; one within the gap of
+// two merges them (SessionAggregate's merge function combines their
+// aggregates): the sessions it replaces are deleted, sent on as deletes
+// (tombstones through ToTopic) before the new session's value. A session
+// closes once the stream time is past its End by more than the gap plus
+// the grace period; a record is late, dropped and counted, if it is more
+// than the grace behind the stream time and not within an open session
+// or the gap after one, so that a closed session never changes. Sessions
+// are deleted once the stream time is past their End by more than the
+// retention (default gap plus grace). The session store keeps its stream
+// time and sessions under keys of its own (see SessionWindows); results
+// are keyed by Windowed, written by SessionWindowedCodec as Kafka Streams
+// writes session keys.
+//
+// Every update of a window is sent on by default. SuppressUntilWindowCloses
+// sends only each window's final value, once, when the window closes,
+// holding the latest value of each open window in a store of its own
+// with a changelog: it moves with the task, and under exactly-once each
+// closed window is sent exactly once.
+//
+// Kafka Streams' sliding windows (a window per record, ending at it, of a
+// fixed time difference) are not offered. They are not aligned to the
+// epoch, so hopping windows cannot give them: hopping windows advancing
+// by 1 ms hold the same records but send an update for every
+// millisecond-window a record falls into. Built on their own, a new
+// window's aggregate must come from the records it holds, and an
+// aggregation only adds records (it cannot take one out of a
+// neighbouring window's aggregate), so the records themselves would have
+// to be kept as a stream join keeps them.
+//
 // # Tables and joins
 //
 // A Table is the latest value per key of a changelog stream. It comes

@@ -36,7 +36,20 @@ import (
 // stream time: it is deleted once the stream time is past its End by more
 // than the retention (a tombstone in its changelog; nothing is sent on).
 // It must be at least the gap plus the grace, its default, so that no
-// open session is deleted.
+// open session is deleted. Sessions past the retention are found by a
+// scan of the whole store, run when the stream time has moved on by the
+// gap plus the grace since the last, so one may stay that much longer;
+// a session past the retention is closed, so its staying changes
+// nothing but the store's size.
+//
+// The session store is a store like any other, with a changelog. It
+// holds its stream time under the one-byte key 0x00, and each session
+// under [key length, 4 bytes][encoded key][End, 8 bytes][Start, 8 bytes],
+// lengths big-endian, times in milliseconds big-endian with the sign bit
+// flipped so that they sort as numbers. One key's sessions are one key
+// range, sorted by End and, as they never overlap, by Start too: the
+// sessions within the gap of a record are one short range scan from the
+// first whose End is at least its time minus the gap.
 type SessionWindows struct {
 	gap, grace, retention time.Duration
 	err                   error
@@ -186,18 +199,15 @@ func SessionReduce[K, V any](sw SessionWindowed[K, V], storeName string, fn func
 	}, func(_ K, a, b V) V { return fn(a, b) })
 }
 
-// The layout of a session store:
+// The layout of a session store (see SessionWindows):
 //
-//	sessionMetaKey                                  -> the store's stream time, 8 bytes big-endian ms
-//	[key length, 4][key][end, 8][start, 8]          -> the session's aggregate
+//	sessionMetaKey                          -> the store's stream time, 8 bytes big-endian ms
+//	[key length, 4][key][end, 8][start, 8]  -> the session's aggregate
 //
-// Lengths are big-endian; times are big-endian with the sign bit flipped,
-// so that they sort as numbers. One key's sessions are one key range,
-// and, since they never overlap, sorted by end they are sorted by start
-// too: the sessions within the gap of a record at t are those from the
-// first whose end is at least t-gap up to the last whose start is at most
-// t+gap, one short range scan. sessionMetaKey is one byte, shorter than
-// any session's key (at least 20 bytes).
+// The sessions within the gap of a record at t are those from the first
+// whose end is at least t-gap up to the last whose start is at most
+// t+gap. sessionMetaKey is one byte, shorter than any session's key (at
+// least 20 bytes).
 var sessionMetaKey = []byte{0}
 
 func sessionPrefix(kb []byte) []byte {

@@ -126,7 +126,9 @@ func floorDiv(a, b int64) int64 {
 }
 
 // Windowed is the key of a windowed aggregation's result: the record key
-// and the window.
+// and the window. A time window holds [Start, End), End excluded; a
+// session (SessionWindowedBy) holds [Start, End], the times of its first
+// and last records.
 type Windowed[K any] struct {
 	Key        K
 	Start, End time.Time
