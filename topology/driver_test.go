@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+	"time"
 )
 
 // driver runs a Topology in memory the way the runtime does with one
@@ -21,6 +22,7 @@ type driver struct {
 	stores map[string]map[string]*MemStore // task -> store name -> store
 	logs   map[string][][]Record           // topic -> partition -> records
 	queue  []Record                        // produced, not yet processed
+	late   map[string]int                  // late records counted, by store
 }
 
 // newDriver makes a driver. parts gives the partition count of the input
@@ -28,7 +30,7 @@ type driver struct {
 // the subtopology writing it, as the runtime will create it.
 func newDriver(t testing.TB, topo *Topology, parts map[string]int32) *driver {
 	d := &driver{t: t, topo: topo, parts: map[string]int32{}, reader: map[string]Subtopology{},
-		tasks: map[string]Processor{}, stores: map[string]map[string]*MemStore{}, logs: map[string][][]Record{}}
+		tasks: map[string]Processor{}, stores: map[string]map[string]*MemStore{}, logs: map[string][][]Record{}, late: map[string]int{}}
 	for k, v := range parts {
 		d.parts[k] = v
 	}
@@ -52,6 +54,12 @@ func newDriver(t testing.TB, topo *Topology, parts map[string]int32) *driver {
 // input appends a record to partition p of topic and queues it.
 func (d *driver) input(topic string, p int32, key, value []byte) {
 	d.t.Helper()
+	d.inputAt(topic, p, key, value, time.Time{})
+}
+
+// inputAt is input with the record's timestamp.
+func (d *driver) inputAt(topic string, p int32, key, value []byte, ts time.Time) {
+	d.t.Helper()
 	if p < 0 || p >= d.parts[topic] {
 		d.t.Fatalf("driver: %s has no partition %d", topic, p)
 	}
@@ -59,7 +67,7 @@ func (d *driver) input(topic string, p int32, key, value []byte) {
 		d.logs[topic] = append(d.logs[topic], nil)
 	}
 	rec := Record{Key: bytes.Clone(key), Value: bytes.Clone(value), Topic: topic, Partition: p,
-		Offset: int64(len(d.logs[topic][p]))}
+		Offset: int64(len(d.logs[topic][p])), Timestamp: ts}
 	d.logs[topic][p] = append(d.logs[topic][p], rec)
 	if _, ok := d.reader[topic]; ok {
 		d.queue = append(d.queue, rec)
@@ -85,7 +93,7 @@ func (d *driver) run() error {
 		}
 		in := rec
 		in.Key, in.Value = bytes.Clone(rec.Key), bytes.Clone(rec.Value)
-		err := proc.Process(&driverCtx{d: d, task: id, partition: rec.Partition}, in)
+		err := proc.Process(&driverCtx{d: d, task: id, partition: rec.Partition, ts: rec.Timestamp}, in)
 		scribble(in.Key)
 		scribble(in.Value)
 		if err != nil {
@@ -133,7 +141,14 @@ type driverCtx struct {
 	d         *driver
 	task      string
 	partition int32
+	ts        time.Time // what Send stamps records with: the event time of the record in process
 }
+
+// SetTimestamp is told the event time of the record in process.
+func (c *driverCtx) SetTimestamp(ts time.Time) { c.ts = ts }
+
+// LateRecord counts a late record in the driver.
+func (c *driverCtx) LateRecord(store string) { c.d.late[store]++ }
 
 func (c *driverCtx) TaskID() string   { return c.task }
 func (c *driverCtx) Partition() int32 { return c.partition }
@@ -150,6 +165,6 @@ func (c *driverCtx) Send(topic string, key, value []byte) error {
 	if !ok {
 		return fmt.Errorf("driver: unknown topic %q", topic)
 	}
-	c.d.input(topic, Partition(key, n), key, value)
+	c.d.inputAt(topic, Partition(key, n), key, value, c.ts)
 	return nil
 }

@@ -288,3 +288,81 @@ func TestSuppressMistakes(t *testing.T) {
 		}
 	}
 }
+
+// Clicks regrouped by user through a repartition topic into sessions,
+// each sent once when it closes, run by the driver over three tasks that
+// all move halfway (new processors over the same stores). In time order
+// no click is late, so each user's sessions are the runs of their clicks
+// at most the gap apart, and a last click per user long after closes
+// them all.
+func TestSuppressedSessionsThroughRepartition(t *testing.T) {
+	b := NewBuilder("app")
+	clicks := FromTopic(b, "clicks", String, String) // page -> user
+	byUser := GroupBy(clicks, func(_, user string) string { return user }, String, "by-user")
+	counts := SessionCount(SessionWindowedBy(byUser, InactivityGap(10*time.Second).Grace(5*time.Second)), "sessions")
+	SuppressUntilWindowCloses(counts, "closed-sessions").ToTopic("out")
+	topo, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	subs := topo.Subtopologies()
+	if got := fmt.Sprint(subs[1].Stores); got != "[{closed-sessions app-closed-sessions-changelog false} {sessions app-sessions-changelog false}]" {
+		t.Fatalf("stores %s", got)
+	}
+	d := newDriver(t, topo, map[string]int32{"clicks": 3, "out": 2})
+	rng := rand.New(rand.NewPCG(7, 7))
+	times := map[string][]int64{} // by user, in order
+	sec := int64(0)
+	for i := range 300 {
+		if i == 150 {
+			for id := range d.tasks {
+				sub, p, _ := ParseTaskID(id)
+				d.tasks[id] = subs[sub].NewProcessor(id, p)
+			}
+		}
+		sec += int64(rng.IntN(4))
+		user := fmt.Sprintf("u%d", rng.IntN(5))
+		times[user] = append(times[user], sec)
+		page := fmt.Sprintf("/p%d", rng.IntN(10))
+		d.inputAt("clicks", Partition([]byte(page), 3), []byte(page), []byte(user), time.Unix(sec, 0))
+		if err := d.run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want []string
+	for user, ts := range times {
+		start, n := ts[0], 0
+		for i, at := range ts {
+			if at-ts[max(i-1, 0)] > 10 {
+				want = append(want, fmt.Sprintf("%s@[%d,%d]=%d", user, start, ts[i-1], n))
+				start, n = at, 0
+			}
+			n++
+		}
+		want = append(want, fmt.Sprintf("%s@[%d,%d]=%d", user, start, ts[len(ts)-1], n))
+	}
+	for user := range times { // closes every session of the user's task
+		d.inputAt("clicks", 0, []byte("/last"), []byte(user), time.Unix(sec+1000, 0))
+	}
+	if err := d.run(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for p := range int32(2) {
+		for _, r := range d.records("out", p) {
+			w, err := SessionWindowedCodec(String).Decode(r.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, fmt.Sprintf("%s@[%d,%d]=%s", w.Key, w.Start.Unix(), w.End.Unix(), r.Value))
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("sent\n%v\nwant\n%v", got, want)
+	}
+	if len(d.late) != 0 {
+		t.Fatalf("late records %v, want none", d.late)
+	}
+}
