@@ -1,7 +1,6 @@
 package topology
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -291,13 +290,11 @@ func sessionAggregate[K, V, A any](sw SessionWindowed[K, V], storeName, op strin
 				return t.fail(name, fmt.Errorf("encode key for store %q: %w", storeName, err))
 			}
 			prefix := sessionPrefix(kb)
-			// The key's sessions within the gap of ts, in time order.
+			// The key's sessions within the gap of ts, in time order;
+			// none ends after now.
 			var near []session[A]
 			var decodeErr error
-			err = st.Iterate(sessionKey(prefix, math.MinInt64, ts-gap), nil, func(key, value []byte) error {
-				if len(key) != len(prefix)+16 || !bytes.HasPrefix(key, prefix) {
-					return errStopScan // the key's sessions are behind
-				}
+			err = st.Iterate(sessionKey(prefix, math.MinInt64, ts-gap), sessionKey(prefix, math.MinInt64, now+1), func(key, value []byte) error {
 				start, end, _ := parseSessionKey(key)
 				if start > ts+gap {
 					return errStopScan
