@@ -357,13 +357,11 @@ func TestSessionCountAndReduce(t *testing.T) {
 	if want := []string{"ana@[52,52]", "bob@[60,60]"}; !slices.Equal(left, want) {
 		t.Fatalf("store holds %v, want %v", left, want)
 	}
-	last := st.log[len(st.log)-1]
-	for _, e := range st.log {
-		if start, end, ok := parseSessionKey(e.key); ok && e.del && start == 0 && end == 26000 {
-			last = e
-		}
-	}
-	if !last.del || string(last.key[4:7]) != "ana" {
+	tombstone := slices.ContainsFunc(st.log, func(e logEntry) bool {
+		start, end, ok := parseSessionKey(e.key)
+		return ok && e.del && string(e.key[4:len(e.key)-16]) == "ana" && start == 0 && end == 26000
+	})
+	if !tombstone {
 		t.Fatalf("no tombstone of ana@[0,26] in the changelog")
 	}
 }
