@@ -44,7 +44,7 @@ func build(s State, sc *scratch) (*group, error) {
 		if t.Stateful {
 			g.nStateful++
 		}
-		if k > 0 && sorted && s.Tasks[k-1].ID >= t.ID {
+		if !ids.grid && k > 0 && sorted && s.Tasks[k-1].ID >= t.ID {
 			sorted = false
 		}
 	}
@@ -53,6 +53,9 @@ func build(s State, sc *scratch) (*group, error) {
 	// simulator does) skip the sort; then the rank of a task is its input
 	// index and rank is left nil.
 	var rank []int32 // input index -> sorted rank
+	if ids.grid {
+		sorted = ids.sorted
+	}
 	if sorted {
 		g.tasks = s.Tasks // read only, like the rest of s
 	} else {
@@ -429,8 +432,9 @@ func (tb *idTable) find(tasks []Task, id TaskID) int {
 // such a table, is indexed by an idTable instead. Both give the same
 // answers.
 type taskIndex struct {
-	tasks []Task
-	grid  bool
+	tasks  []Task
+	grid   bool
+	sorted bool // with the grid: the tasks are in strictly ascending id order
 	// The grid: subtopology s's partitions are slots[start[s]:start[s+1]],
 	// each the input index + 1 of its task, 0 for none. sub and part are
 	// every task's numbers, by input index, for insert.
@@ -454,10 +458,14 @@ func (x *taskIndex) initGrid(sc *scratch) bool {
 	n := len(x.tasks)
 	x.sub, x.part = sc.int32s.take(n), sc.int32s.take(n)
 	maxSub := int32(-1)
+	x.sorted = true
 	for k, t := range x.tasks {
 		s, p, ok := parseID(t.ID)
 		if !ok {
 			return false
+		}
+		if k > 0 && x.sorted && x.tasks[k-1].ID >= t.ID { // while the id is at hand
+			x.sorted = false
 		}
 		x.sub[k], x.part[k] = s, p
 		maxSub = max(maxSub, s)
@@ -487,24 +495,46 @@ func (x *taskIndex) initGrid(sc *scratch) bool {
 // Every such id names one pair of numbers and every pair one such id, so
 // a task is found by its numbers alone. It runs for every id of the
 // state, several hundred thousand a plan: ids of a subtopology below 10
-// take a short way.
+// and a partition below 100,000 take a short way, the digits of the
+// partition read at once rather than one after the other.
 func parseID(id TaskID) (sub, part int32, ok bool) {
 	n := len(id)
-	if n < 3 || n > 11 || id[1] != '_' {
+	if n < 3 || n > 10 || id[1] != '_' {
 		return parseIDBytes(id)
 	}
 	s := id[0] - '0'
 	if s > 9 || (id[2] == '0' && n > 3) {
 		return 0, 0, false
 	}
-	for i := 2; i < n; i++ {
-		c := id[i] - '0'
-		if c > 9 {
-			return 0, 0, false
+	q := id[2:]
+	var p, most uint32 // the partition, and its largest digit
+	switch len(q) {
+	case 1:
+		a := uint32(q[0] - '0')
+		p, most = a, a
+	case 2:
+		a, b := uint32(q[0]-'0'), uint32(q[1]-'0')
+		p, most = a*10+b, max(a, b)
+	case 3:
+		a, b, c := uint32(q[0]-'0'), uint32(q[1]-'0'), uint32(q[2]-'0')
+		p, most = a*100+b*10+c, max(a, b, c)
+	case 4:
+		a, b, c, d := uint32(q[0]-'0'), uint32(q[1]-'0'), uint32(q[2]-'0'), uint32(q[3]-'0')
+		p, most = a*1000+b*100+c*10+d, max(a, b, c, d)
+	case 5:
+		a, b, c, d, e := uint32(q[0]-'0'), uint32(q[1]-'0'), uint32(q[2]-'0'), uint32(q[3]-'0'), uint32(q[4]-'0')
+		p, most = a*10000+b*1000+c*100+d*10+e, max(a, b, c, d, e)
+	default:
+		for i := 0; i < len(q); i++ {
+			c := uint32(q[i] - '0')
+			p = p*10 + c
+			most = max(most, c)
 		}
-		part = part*10 + int32(c)
 	}
-	return int32(s), part, true
+	if most > 9 { // a byte that is not a digit (below '0', it wrapped around)
+		return 0, 0, false
+	}
+	return int32(s), int32(p), true
 }
 
 // parseIDBytes is parseID a byte at a time, for ids of any length.
