@@ -47,6 +47,9 @@ type copyState struct {
 	// behindAt is the copy's position in its instance's behind list, or
 	// -1 while it is following.
 	behindAt int
+	// lag is the copy's entry in its instance's lag map, kept beside it
+	// so that a lag that did not move is not written again.
+	lag int64
 }
 
 type taskState struct {
@@ -458,6 +461,7 @@ func (e *engine) setFollowing(in *instState, c *copyState, on bool) {
 		in.behind = in.behind[:len(in.behind)-1]
 		c.behindAt = -1
 		in.lag[e.tasks[c.task].spec.ID] = 0
+		c.lag = 0
 		return
 	}
 	c.behindAt = len(in.behind)
@@ -1056,10 +1060,26 @@ func (e *engine) indexTasks() {
 		order[i] = i
 	}
 	slices.SortFunc(order, func(a, b int) int { return strings.Compare(string(e.tasks[a].spec.ID), string(e.tasks[b].spec.ID)) })
+	// Every id the engine hands the assignor is cut from one string, in
+	// that order: the assignor reads the ids of all the members' lists on
+	// every round, and packed ids share cache lines.
+	size := 0
+	for _, t := range e.tasks {
+		size += len(t.spec.ID)
+	}
+	var packed strings.Builder
+	packed.Grow(size)
+	for _, ti := range order {
+		packed.WriteString(string(e.tasks[ti].spec.ID))
+	}
+	all, at := packed.String(), 0
 	e.rank = make([]int, len(e.tasks))
 	e.stTasks = make([]assign.Task, len(e.tasks))
 	for r, ti := range order {
 		t := e.tasks[ti]
+		n := len(t.spec.ID)
+		t.spec.ID = assign.TaskID(all[at : at+n])
+		at += n
 		e.rank[ti] = r
 		e.stTasks[r] = assign.Task{ID: t.spec.ID, Stateful: t.spec.Stateful, Load: t.spec.Load}
 	}
@@ -1086,7 +1106,10 @@ func (e *engine) state() (assign.State, []*instState) {
 		e.sync(in)
 		for _, c := range in.behind {
 			t := e.tasks[c.task]
-			in.lag[t.spec.ID] = lagInt(t.end(e.now) - c.pos)
+			if lag := lagInt(t.end(e.now) - c.pos); lag != c.lag {
+				in.lag[t.spec.ID] = lag
+				c.lag = lag
+			}
 		}
 		if in.active == nil && len(in.actives) > 0 {
 			slices.SortFunc(in.actives, func(a, b int) int { return e.rank[a] - e.rank[b] })
