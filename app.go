@@ -48,6 +48,9 @@ func New(top *topology.Topology, opts ...Option) (*App, error) {
 	if err := validate(&cfg); err != nil {
 		return nil, err
 	}
+	if err := checkProcessorErrors(&cfg, top); err != nil {
+		return nil, err
+	}
 	e, err := engine.New(top, cfg)
 	if err != nil {
 		return nil, err

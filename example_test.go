@@ -79,3 +79,33 @@ func readUntil(brokers []string, topic string, n int) map[string]int {
 	}
 	return counts
 }
+
+// A topology whose "enrich" processor may fail on some records: those go
+// to a dead-letter topic with the error and the processor's name in
+// headers, while a failure of any other processor still stops the
+// instance.
+func ExampleWithProcessorErrors() {
+	b := topology.NewBuilder("orders")
+	b.AddSource("in", "orders")
+	b.AddProcessor("enrich", topology.ProcessorFunc(func(ctx topology.NodeContext, rec topology.Record) error {
+		if len(rec.Value) == 0 {
+			return fmt.Errorf("order %q has no body", rec.Key)
+		}
+		return ctx.Forward(rec)
+	}), "in")
+	b.AddSink("out", "enriched", "enrich")
+	top, err := b.Build()
+	if err != nil {
+		panic(err)
+	}
+	_, err = baton.New(top,
+		baton.WithBrokers("127.0.0.1:9092"),
+		baton.WithProcessorErrors("enrich", baton.DeadLetter("orders-failed")),
+	)
+	fmt.Println(err)
+	_, err = baton.New(top, baton.WithBrokers("127.0.0.1:9092"), baton.WithProcessorErrors("enrch", baton.SkipOnError))
+	fmt.Println(err)
+	// Output:
+	// <nil>
+	// baton: invalid configuration: WithProcessorErrors: the topology has no processor "enrch" (its processors are enrich)
+}

@@ -580,7 +580,11 @@ func (g *graph) topology() *Topology {
 		}
 		for _, n := range s.nodes {
 			st.Timers = st.Timers || n.timers != ""
+			if n.kind == processorKind {
+				st.Processors = append(st.Processors, n.name)
+			}
 		}
+		slices.Sort(st.Processors)
 		st.NewProcessor = newProcessorFunc(s, g.children, g.extractors)
 		t.subs = append(t.subs, st)
 	}

@@ -113,6 +113,11 @@ type Subtopology struct {
 	// Its processors then implement Punctuator, which the runtime calls
 	// for each active task from time to time to fire wall-clock timers.
 	Timers bool
+	// Processors are the names of its Processor-API nodes
+	// (Builder.AddProcessor), sorted: the nodes a record's processing
+	// error can be attributed to (ProcessError.Node) for a policy of its
+	// own.
+	Processors []string
 	// NewProcessor makes the processor of one task. It is safe to call
 	// from many goroutines; each processor it returns is used by one.
 	NewProcessor func(taskID string, partition int32) Processor

@@ -102,6 +102,7 @@ func addAppFlags(cmd *cobra.Command, input, output string) {
 	f.Int("autoscale-max-instances", def.MaxInstances, "most instances the leader's recommendation asks for")
 	f.Float64("autoscale-headroom", def.Headroom, "spare capacity the recommendation keeps above the rate to sustain, a fraction from 0 to 1")
 	f.String("on-bad-record", "stop", "an input record that fails to decode: stop, skip, or dead-letter:TOPIC")
+	f.String("on-processing-error", "stop", "an input record whose processing fails (a processor's error or panic): stop, skip, or dead-letter:TOPIC")
 	f.String("sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (password from $BATON_SASL_PASSWORD)")
 	f.String("sasl-user", "", "SASL user")
 	f.Bool("tls", false, "connect to the brokers over TLS")
@@ -236,15 +237,15 @@ func runApp(cmd *cobra.Command, build func(str func(string) string) (*topology.T
 		return usageErr(errors.New("--on-stop restart: requires --instance-id (the restarted process must be the same group member)"))
 	}
 	opts = append(opts, baton.WithStopMode(onStop))
-	switch bad := str("on-bad-record"); {
-	case bad == "stop":
-	case bad == "skip":
-		opts = append(opts, baton.WithBadRecords(baton.SkipBadRecords))
-	case strings.HasPrefix(bad, "dead-letter:") && len(bad) > len("dead-letter:"):
-		opts = append(opts, baton.WithBadRecords(baton.DeadLetter(strings.TrimPrefix(bad, "dead-letter:"))))
-	default:
-		return usageErr(fmt.Errorf("--on-bad-record %q: want stop, skip or dead-letter:TOPIC", bad))
+	bad, err := parseErrorPolicy("--on-bad-record", str("on-bad-record"))
+	if err != nil {
+		return usageErr(err)
 	}
+	failed, err := parseErrorPolicy("--on-processing-error", str("on-processing-error"))
+	if err != nil {
+		return usageErr(err)
+	}
+	opts = append(opts, baton.WithBadRecords(bad), baton.WithProcessingErrors(failed))
 	sec, err := securityOptions(str)
 	if err != nil {
 		return usageErr(err)
@@ -375,4 +376,18 @@ func autoscaleConfig(minInstances, maxInstances int, headroom float64) (autoscal
 		return cfg, fmt.Errorf("--%s: %s", flag, fe.Msg)
 	}
 	return cfg, err
+}
+
+// parseErrorPolicy reads an error policy flag: stop, skip or
+// dead-letter:TOPIC.
+func parseErrorPolicy(flag, v string) (baton.ErrorPolicy, error) {
+	switch {
+	case v == "stop":
+		return baton.StopOnError, nil
+	case v == "skip":
+		return baton.SkipOnError, nil
+	case strings.HasPrefix(v, "dead-letter:") && len(v) > len("dead-letter:"):
+		return baton.DeadLetter(strings.TrimPrefix(v, "dead-letter:")), nil
+	}
+	return baton.ErrorPolicy{}, fmt.Errorf("%s %q: want stop, skip or dead-letter:TOPIC", flag, v)
 }

@@ -52,3 +52,15 @@ func TestRunOnStopRestartNeedsInstanceID(t *testing.T) {
 		t.Errorf("--on-stop pause: exit %d, stderr %q; want exit 2 naming --on-stop", code, stderr)
 	}
 }
+
+// TestRunErrorPolicyFlags: a bad --on-bad-record or --on-processing-error
+// is a usage error naming the flag and what it takes.
+func TestRunErrorPolicyFlags(t *testing.T) {
+	for _, c := range [][]string{{"--on-bad-record", "ignore"}, {"--on-processing-error", "dead-letter:"}} {
+		_, stderr, code := runBaton(t, "", "run", "wordcount", "--brokers", "127.0.0.1:1", "--app-id", "wc", "--input", "lines",
+			"--output", "counts", "--state-dir", t.TempDir(), c[0], c[1])
+		if code != 2 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, c[0]) || !strings.Contains(stderr, "stop, skip or dead-letter:TOPIC") {
+			t.Errorf("%s %s: exit %d, stderr %q; want exit 2 and one line naming the flag and its values", c[0], c[1], code, stderr)
+		}
+	}
+}

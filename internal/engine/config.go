@@ -49,7 +49,11 @@ type Config struct {
 	SinkConfigs    map[string]*string // non-nil: create missing sink topics with these configs
 	OptErr         error              // an option that could not be applied
 	BadRecords     BadRecords
-	ExactlyOnce    bool // baton.ExactlyOnce; otherwise at-least-once
+	// ProcessingErrors is the policy for records whose processors fail
+	// (ProcessorErrors overrides it per processor node).
+	ProcessingErrors BadRecords
+	ProcessorErrors  map[string]BadRecords
+	ExactlyOnce      bool // baton.ExactlyOnce; otherwise at-least-once
 	// RestorePolicy paces warm copies' restores while active tasks are
 	// busy (baton.WithRestoreShare).
 	RestorePolicy govern.Policy

@@ -27,6 +27,7 @@ type Set struct {
 	CommitSeconds     prometheus.Histogram
 	Handover          prometheus.Histogram
 	BadRecords        *prometheus.CounterVec
+	ProcessingErrors  *prometheus.CounterVec
 	Learners          prometheus.Gauge
 	Generation        prometheus.Gauge
 	Rebalance         prometheus.Histogram
@@ -99,6 +100,8 @@ func New(r prometheus.Registerer, appID, instance string) *Set {
 			Help: "Records a windowed aggregation dropped because every window they fall into had closed (past its grace period), by task and store.", ConstLabels: labels}, []string{"task", "store"}),
 		BadRecords: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_bad_records_total",
 			Help: "Input records that failed to decode and were skipped or dead-lettered, by task.", ConstLabels: labels}, []string{"task"}),
+		ProcessingErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_processing_errors_total",
+			Help: "Input records whose processing failed (an error or a panic of a processor) and that were skipped or dead-lettered, by task and the processor node that failed (\"\" when unknown).", ConstLabels: labels}, []string{"task", "processor"}),
 		Transactions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_transactions_total",
 			Help: "Transactions ended under exactly-once, by result (committed, aborted).", ConstLabels: labels}, []string{"result"}),
 		CommitsGivenUp: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_commits_given_up_total",
@@ -130,7 +133,7 @@ func New(r prometheus.Registerer, appID, instance string) *Set {
 			Help: "Reads this instance's own copies answered, for itself or for another instance, by role (active, learner, standby).", ConstLabels: labels}, []string{"role"}),
 	}
 	if r != nil {
-		for _, c := range []prometheus.Collector{m.Queries, m.QuerySeconds, m.QueryServed, m.Processed, m.Late, m.Restored, m.RestoreYielded, m.RestoreWriteWaits, m.Lag, m.Rebalances, m.Replayed, m.CommitSeconds, m.Handover, m.BadRecords, m.Learners, m.Generation, m.Rebalance, m.LoopTurn, m.Transactions, m.CommitsGivenUp, m.MemberRestarts,
+		for _, c := range []prometheus.Collector{m.Queries, m.QuerySeconds, m.QueryServed, m.Processed, m.Late, m.Restored, m.RestoreYielded, m.RestoreWriteWaits, m.Lag, m.Rebalances, m.Replayed, m.CommitSeconds, m.Handover, m.BadRecords, m.ProcessingErrors, m.Learners, m.Generation, m.Rebalance, m.LoopTurn, m.Transactions, m.CommitsGivenUp, m.MemberRestarts,
 			m.InputLagRecords, m.InputLagSeconds, m.InputRate, m.WorkerBusy, m.WorkerRate, m.TaskLoad, m.Desired, m.GroupLag, m.GroupRate} {
 			_ = r.Register(c)
 		}

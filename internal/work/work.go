@@ -13,7 +13,9 @@ package work
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -38,8 +40,12 @@ type Host interface {
 	PartitionsOf(topic string) (int32, error)
 	// GlobalStore returns the global store of that name, or nil.
 	GlobalStore(name string) topology.Store
-	// BadRecord applies the bad-record policy to a record whose
-	// processing failed with err: nil if processing goes on.
+	// BadRecord applies the bad-record policy (decode errors) or the
+	// processing-error policy (any other error of the record's
+	// processors, panics included) to a record whose processing failed
+	// with err: nil if processing goes on. It is not asked about a
+	// record whose processing met a store or send failure (StoreFailed):
+	// that stops the instance.
 	BadRecord(t *Task, r *kgo.Record, err error) error
 	// Processed counts n records a task processed.
 	Processed(t *Task, n int)
@@ -62,6 +68,10 @@ type Task struct {
 	Offsets map[string]kgo.EpochOffset // input topic -> next offset to commit
 	Active  bool                       // its processor exists
 	Reading bool                       // the restore client reads its changelogs
+	// failed is the first failure of the runtime's own (a store's read
+	// or write, a send's target) during the record in process: no
+	// error policy skips such a record (worker only).
+	failed error
 
 	// Handover figures.
 	AssignedAt time.Time
@@ -178,7 +188,7 @@ func (c *Context) Store(name string) topology.Store {
 func (c *Context) Send(topic string, key, value []byte) error {
 	n, err := c.host.PartitionsOf(topic)
 	if err != nil {
-		return err
+		return c.task.runtimeErr(err)
 	}
 	rec := &kgo.Record{Topic: topic, Partition: topology.Partition(key, n), Key: bytes.Clone(key), Value: bytes.Clone(value), Timestamp: c.task.Stamp}
 	c.Produce(rec)
@@ -203,12 +213,33 @@ type storeView struct {
 	s *taskstore.Store
 }
 
-func (v *storeView) Get(key []byte) ([]byte, bool, error) { return v.s.Get(key) }
+func (v *storeView) Get(key []byte) ([]byte, bool, error) {
+	val, ok, err := v.s.Get(key)
+	return val, ok, v.c.task.runtimeErr(err)
+}
 
 // Iterate merges the task's writes not yet applied with the store's data,
-// in key order (taskstore.Store.Iterate).
+// in key order (taskstore.Store.Iterate). An error fn returns is the
+// processor's own; one of the store's is the runtime's.
 func (v *storeView) Iterate(start, end []byte, fn func(key, value []byte) error) error {
-	return v.s.Iterate(start, end, fn)
+	var fnErr error
+	err := v.s.Iterate(start, end, func(k, val []byte) error {
+		fnErr = fn(k, val)
+		return fnErr
+	})
+	if err != nil && (fnErr == nil || !errors.Is(err, fnErr)) {
+		v.c.task.runtimeErr(err)
+	}
+	return err
+}
+
+// runtimeErr notes err, if any, as a failure of the runtime's own during
+// the record in process (Task.failed), and returns it.
+func (t *Task) runtimeErr(err error) error {
+	if err != nil && t.failed == nil {
+		t.failed = err
+	}
+	return err
 }
 
 func (v *storeView) Put(key, value []byte) error {
@@ -349,10 +380,13 @@ func (t *Task) Process(recs []*kgo.Record, deadline time.Time) (n int, err error
 			check = n + stride
 		}
 		rec := topology.Record{Key: r.Key, Value: r.Value, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp}
-		t.LastRecord, t.Stamp, t.In = r.Timestamp, r.Timestamp, r
-		perr := t.Proc.Process(t.Ctx, rec)
+		t.LastRecord, t.Stamp, t.In, t.failed = r.Timestamp, r.Timestamp, r, nil
+		perr := t.processOne(rec)
 		t.In = nil
 		if perr != nil {
+			if t.failed != nil {
+				return n, fmt.Errorf("baton: task %s: %w", t.ID, perr)
+			}
 			if err := h.BadRecord(t, r, perr); err != nil {
 				return n, fmt.Errorf("baton: task %s: %w", t.ID, err)
 			}
@@ -364,6 +398,39 @@ func (t *Task) Process(recs []*kgo.Record, deadline time.Time) (n int, err error
 		}
 	}
 	return n, nil
+}
+
+// ErrPanic is wrapped by the error of a record whose processing panicked
+// (a user function or processor): the panic is recovered on the worker
+// and the record goes to the processing-error policy like an error.
+var ErrPanic = errors.New("baton: processing panicked")
+
+// PanicError is a panic recovered while a record was processed, with the
+// panicking goroutine's stack.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("%v: %v", ErrPanic, e.Value) }
+
+// Unwrap makes errors.Is(err, ErrPanic) true, and reaches a panic value
+// that is itself an error.
+func (e *PanicError) Unwrap() []error {
+	if err, ok := e.Value.(error); ok {
+		return []error{ErrPanic, err}
+	}
+	return []error{ErrPanic}
+}
+
+// processOne processes one record, turning a panic into a *PanicError.
+func (t *Task) processOne(rec topology.Record) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return t.Proc.Process(t.Ctx, rec)
 }
 
 // Punctuate fires the task's wall-clock timers due at now, on the worker

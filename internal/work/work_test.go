@@ -3,6 +3,7 @@ package work
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,5 +199,61 @@ func TestTableBootSplit(t *testing.T) {
 	b.Split(recs, []string{"table"}, now)
 	if !b.Last.Equal(now) {
 		t.Errorf("Last = %v after table records were dispatched at %v", b.Last, now)
+	}
+}
+
+// TestProcessPanicGoesToThePolicy: a processor's panic is recovered on
+// the worker and handed to the error policy like an error (a
+// *PanicError wrapping ErrPanic, with the stack); skipped, the turn goes
+// on.
+func TestProcessPanicGoesToThePolicy(t *testing.T) {
+	proc := procFunc(func(_ topology.Context, r topology.Record) error {
+		if r.Offset == 11 {
+			panic("unlucky record")
+		}
+		return nil
+	})
+	task := &Task{ID: "0_1", Sub: topology.Subtopology{Sources: []string{"a"}}, Proc: proc, Offsets: map[string]kgo.EpochOffset{}}
+	task.Ctx = NewContext(&recordingHost{}, task)
+	n, err := task.Process(records("a", 3), time.Now().Add(time.Minute))
+	var pe *PanicError
+	if n != 1 || !errors.Is(err, ErrPanic) || !errors.As(err, &pe) || pe.Value != "unlucky record" || len(pe.Stack) == 0 {
+		t.Fatalf("processed %d (err %v), want 1 and the panic as an error", n, err)
+	}
+	task.Ctx = NewContext(&skipHost{}, task)
+	if n, err := task.Process(records("a", 3), time.Now().Add(time.Minute)); n != 3 || err != nil {
+		t.Errorf("with the panic skipped: processed %d (err %v), want 3", n, err)
+	}
+}
+
+// failingState is a store whose reads fail, as on a broken disk.
+type failingState struct{ state.Store }
+
+var errDisk = errors.New("disk: input/output error")
+
+func (failingState) Get([]byte) ([]byte, bool, error) { return nil, false, errDisk }
+
+// TestProcessStoreFailureIsNeverSkipped: a record whose processing met a
+// failure of the runtime's own (here a store read) stops the turn even
+// when the policy skips failed records, whatever the processor made of
+// the error; a record the processor failed by itself is skipped.
+func TestProcessStoreFailureIsNeverSkipped(t *testing.T) {
+	ts := taskstore.New("s", "c", failingState{state.NewMemory("s")}, false)
+	mine := errors.New("my own error")
+	proc := procFunc(func(ctx topology.Context, r topology.Record) error {
+		if r.Offset == 10 {
+			return mine
+		}
+		if _, _, err := ctx.Store("s").Get([]byte("k")); err != nil {
+			return errors.New("lookup failed") // the store's error, not wrapped
+		}
+		return nil
+	})
+	task := &Task{ID: "0_1", Sub: topology.Subtopology{Sources: []string{"a"}}, Proc: proc, Offsets: map[string]kgo.EpochOffset{},
+		Stores: map[string]*taskstore.Store{"s": ts}}
+	task.Ctx = NewContext(&skipHost{}, task)
+	n, err := task.Process(records("a", 3), time.Now().Add(time.Minute))
+	if n != 1 || err == nil || !strings.Contains(err.Error(), "lookup failed") {
+		t.Errorf("processed %d (err %v), want the first record skipped and the second to stop the turn", n, err)
 	}
 }
