@@ -232,7 +232,8 @@ type TaskStatus struct {
 	Load float64 `json:"load"`
 	// LoadReported is, for an active task, the load the instance reported
 	// to the group at its last join: Load in steps of WithLoadStep, with
-	// hysteresis. 0 when it reported none (not measured yet).
+	// hysteresis. 0 when it reported none (not measured yet, or
+	// WithLoadStep(0)).
 	LoadReported float64 `json:"load_reported,omitempty"`
 }
 

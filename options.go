@@ -14,6 +14,7 @@ import (
 	"github.com/baton-streams/baton/internal/engine"
 	"github.com/baton-streams/baton/internal/errs"
 	"github.com/baton-streams/baton/internal/govern"
+	"github.com/baton-streams/baton/internal/load"
 	"github.com/baton-streams/baton/state"
 )
 
@@ -54,6 +55,7 @@ func defaults() config {
 		Autoscale:      autoscale.DefaultConfig(),
 		InputEvery:     DefaultInputLagInterval,
 		LoadStep:       DefaultLoadStep,
+		LoadRebalance:  DefaultLoadRebalanceInterval,
 		BlockCache:     DefaultBlockCache,
 		RestorePolicy:  govern.Policy{Share: DefaultRestoreShare, Window: govern.DefaultPolicy.Window, Catchup: govern.DefaultPolicy.Catchup},
 	}
@@ -303,7 +305,7 @@ func WithRestoreShare(share float64) Option {
 // DefaultLoadStep is WithLoadStep's default: 5% of a worker.
 const DefaultLoadStep = 0.05
 
-// WithLoadStep sets the step, in shares of one worker's time in (0, 1],
+// WithLoadStep sets the step, in shares of one worker's time in [0, 1],
 // of the loads an instance reports to the group for its active tasks
 // (docs/assign.md, "Loads"). Each task's measured load (busy time per
 // second, smoothed over minutes) is reported as a whole number of steps,
@@ -312,8 +314,27 @@ const DefaultLoadStep = 0.05
 // loads waver, so that a stable group stays as it is, and a task moves
 // for load only when its difference is worth a move. Tasks lighter than
 // half a step all weigh one step, so that a lightly loaded group is
-// balanced on task counts. Default DefaultLoadStep.
+// balanced on task counts. A step of 0 reports no loads: the leader
+// weighs the instance's tasks as it weighs tasks nobody reports (every
+// task 1 when no instance reports), and the instance never asks for a
+// rebalance for its loads. Default DefaultLoadStep.
 func WithLoadStep(step float64) Option { return func(c *config) { c.LoadStep = step } }
+
+// DefaultLoadRebalanceInterval is WithLoadRebalanceInterval's default.
+const DefaultLoadRebalanceInterval = load.DefaultAskEvery
+
+// WithLoadRebalanceInterval sets how long after its last join an
+// instance may ask the group for a rebalance because the loads it would
+// report changed (docs/assign.md, "Loads"). Loads reach the leader only
+// in the subscriptions of a join: once every active task of the instance
+// is measured and the figure to report for one of them differs from the
+// one reported at the last join (a full step away, or never reported),
+// the instance asks for a rebalance, at most once in this interval.
+// Steady loads bring no rebalance. Default
+// DefaultLoadRebalanceInterval; at least a second.
+func WithLoadRebalanceInterval(d time.Duration) Option {
+	return func(c *config) { c.LoadRebalance = d }
+}
 
 // WithAutoscale sets the rule by which the group's leader recommends how
 // many instances the group should run (baton_desired_instances, the
@@ -338,8 +359,10 @@ func validate(c *config) error {
 		return fmt.Errorf("%w: autoscale: %w", ErrConfig, c.Autoscale.Validate())
 	case !(c.RestorePolicy.Share > 0 && c.RestorePolicy.Share <= 1):
 		return bad("restore share", "want more than 0 and at most 1, got %v", c.RestorePolicy.Share)
-	case !(c.LoadStep > 0 && c.LoadStep <= 1):
-		return bad("load step", "want more than 0 and at most 1, got %v", c.LoadStep)
+	case !(c.LoadStep >= 0 && c.LoadStep <= 1):
+		return bad("load step", "want at least 0 and at most 1, got %v", c.LoadStep)
+	case c.LoadRebalance < time.Second:
+		return bad("load rebalance interval", "want at least 1s, got %v", c.LoadRebalance)
 	case c.InputEvery <= 0:
 		return bad("input lag interval", "must be > 0, got %v", c.InputEvery)
 	case c.AppID == "":

@@ -80,7 +80,8 @@ func addAppFlags(cmd *cobra.Command, input, output string) {
 	f.Int("max-learners", assign.DefaultMaxLearners, "most learner tasks in the group at once")
 	f.Int64("acceptable-lag", assign.DefaultAcceptableLag, "records within which a copy of state counts as caught up")
 	f.Float64("restore-share", baton.DefaultRestoreShare, "share of the time standbys' and learners' restores may take while active tasks of the process have records: above 0, at most 1 (1: they never wait)")
-	f.Float64("load-step", baton.DefaultLoadStep, "step of the task loads the instance reports to the group, in shares of a worker: above 0, at most 1; a report changes only for a full step (docs/assign.md)")
+	f.Float64("load-step", baton.DefaultLoadStep, "step of the task loads the instance reports to the group, in shares of a worker: at most 1; a report changes only for a full step; 0 reports no loads (docs/assign.md)")
+	f.Duration("load-rebalance-interval", baton.DefaultLoadRebalanceInterval, "least time after its last join before the instance asks for a rebalance because its task loads changed: at least 1s (docs/assign.md)")
 	f.String("policy", string(assign.Smooth), "assignment policy: smooth, cooperative or eager; the same on every instance of the group")
 	f.String("rack", "", "the instance's rack; standbys prefer other racks")
 	f.String("http", "", "serve /status, /metrics and / on this address (e.g. 127.0.0.1:0)")
@@ -166,8 +167,11 @@ func runApp(cmd *cobra.Command, build func(str func(string) string) (*topology.T
 		return usageErr(fmt.Errorf("--restore-share: want more than 0 and at most 1, got %v", share))
 	}
 	loadStep, _ := f.GetFloat64("load-step")
-	if !(loadStep > 0 && loadStep <= 1) {
-		return usageErr(fmt.Errorf("--load-step: want more than 0 and at most 1, got %v", loadStep))
+	if !(loadStep >= 0 && loadStep <= 1) {
+		return usageErr(fmt.Errorf("--load-step: want at least 0 and at most 1, got %v", loadStep))
+	}
+	if d := dur("load-rebalance-interval"); d < time.Second {
+		return usageErr(fmt.Errorf("--load-rebalance-interval: want at least 1s, got %v", d))
 	}
 	var topicOpts []baton.Option
 	for _, n := range []string{"replication-factor", "min-insync-replicas"} {
@@ -218,6 +222,7 @@ func runApp(cmd *cobra.Command, build func(str func(string) string) (*topology.T
 		baton.WithCreateSinks(map[string]string{"cleanup.policy": "compact"}), baton.WithGuarantee(guarantee),
 		baton.WithTransactionTimeout(dur("transaction-timeout")), baton.WithRepartitionPurgeInterval(dur("repartition-purge-interval")),
 		baton.WithBlockCache(cacheMiB << 20), baton.WithRestoreShare(share), baton.WithLoadStep(loadStep),
+		baton.WithLoadRebalanceInterval(dur("load-rebalance-interval")),
 	}
 	opts = append(opts, topicOpts...)
 	headroom, _ := f.GetFloat64("autoscale-headroom")

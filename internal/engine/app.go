@@ -96,6 +96,11 @@ type App struct {
 	loadMeter load.Meter
 	measured  atomic.Pointer[map[string]float64]
 	reported  atomic.Pointer[map[string]float64]
+	// reportedAt is when the instance last reported its loads (unix
+	// nanos, group goroutine); loadAskedAt when the loop last asked for a
+	// rebalance for them (askForLoads).
+	reportedAt  atomic.Int64
+	loadAskedAt time.Time
 
 	// Written by any goroutine.
 	partsMu    sync.Mutex // guards topicParts only; never held across I/O

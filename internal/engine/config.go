@@ -74,8 +74,13 @@ type Config struct {
 	// the input lag and rates (docs/autoscaling.md).
 	InputEvery time.Duration
 	// LoadStep is the step of the loads the instance reports to the
-	// group, in shares of a worker (baton.WithLoadStep).
+	// group, in shares of a worker (baton.WithLoadStep); zero reports
+	// none.
 	LoadStep float64
+	// LoadRebalance is the least time between the instance's last join
+	// and a rebalance it asks for because its loads changed
+	// (baton.WithLoadRebalanceInterval, load.Ask).
+	LoadRebalance time.Duration
 	// LoadSmoothing and LoadSettle are the load meter's time constant
 	// and how long it watches a task before reporting it; zero is
 	// internal/load's default. Tests shorten them.

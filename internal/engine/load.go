@@ -3,6 +3,7 @@ package engine
 import (
 	"maps"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/baton-streams/baton/assign"
@@ -27,13 +28,47 @@ func (s *shell) observeLoads(at time.Time) {
 	for id, l := range measured {
 		a.metrics.TaskLoad.WithLabelValues(id).Set(l)
 	}
+	s.askForLoads(at, busy, measured)
+}
+
+// askForLoads asks the group for a rebalance when the loads the instance
+// would report for its active tasks differ from those it reported at its
+// last join (load.Ask): loads travel only in a join's subscriptions, so
+// without it a group with no other reason to rebalance would plan on old
+// loads for ever. At most one ask in LoadRebalance after the last join
+// or ask; none while the instance leaves or reports no loads. The
+// rebalance goes the way of the core's (shell.rejoin).
+func (s *shell) askForLoads(at time.Time, active map[string]time.Duration, measured map[string]float64) {
+	a := s.a
+	if a.cfg.LoadStep <= 0 || a.leaving.Load() {
+		return
+	}
+	var reported map[string]float64
+	if p := a.reported.Load(); p != nil {
+		reported = *p
+	}
+	last := time.Unix(0, a.reportedAt.Load())
+	if a.loadAskedAt.After(last) {
+		last = a.loadAskedAt
+	}
+	k := load.Ask{Step: a.cfg.LoadStep, Every: a.cfg.LoadRebalance}
+	why, ok := k.Due(at, last, slices.Collect(maps.Keys(active)), measured, reported)
+	if !ok {
+		return
+	}
+	a.loadAskedAt = at
+	s.rejoin(why)
 }
 
 // reportLoads returns the loads the instance reports for its active tasks
 // at a join, in protocol.LoadUnits: those measured, quantised to the
-// step with hysteresis against what it reported at the previous join.
-// Called on the group goroutine.
+// step with hysteresis against what it reported at the previous join;
+// none with a step of zero. Called on the group goroutine.
 func (a *App) reportLoads(active []string) map[string]int32 {
+	a.reportedAt.Store(time.Now().UnixNano())
+	if a.cfg.LoadStep <= 0 {
+		return nil
+	}
 	var measured map[string]float64
 	if m := a.measured.Load(); m != nil {
 		measured = map[string]float64{}
