@@ -401,6 +401,11 @@ func TestRangeAndWindowReads(t *testing.T) {
 		if n := testutil.ToFloat64(b.r.app.e.Metrics().QueryServed.WithLabelValues("active")); n < 1 {
 			t.Errorf("b: baton_query_reads_served_total{role=active} = %v", n)
 		}
+		// A key-value store has no windows to read.
+		if _, err := a.r.app.Windows(ctx, "counts", []byte("w1"), time.UnixMilli(0), time.Now()); !errors.Is(err, ErrBadQuery) ||
+			!strings.Contains(err.Error(), "key-value store") {
+			t.Errorf("windows of the key-value store counts: %v, want ErrBadQuery naming its kind", err)
+		}
 		if _, err := a.r.app.Range(ctx, "sums", nil, nil); !errors.Is(err, ErrNoStore) {
 			t.Errorf("a range of store sums: %v, want ErrNoStore", err)
 		}
@@ -434,6 +439,11 @@ func TestRangeAndWindowReads(t *testing.T) {
 				if string(e.Key) != word || want[e.WindowStart.UnixMilli()] != n {
 					t.Errorf("%s: window %v = %q (key %q), want %d", word, e.WindowStart, e.Value, e.Key, want[e.WindowStart.UnixMilli()])
 				}
+			}
+			// A window store's keys are not the words: a key read is
+			// refused, naming what to read instead.
+			if _, err := a.r.app.Get(ctx, "counts", []byte(word)); !errors.Is(err, ErrBadQuery) || !strings.Contains(err.Error(), "read its windows instead") {
+				t.Errorf("a key read of the window store: %v, want ErrBadQuery pointing at its windows", err)
 			}
 			// A window range: the windows from the second one on.
 			if len(ra.Entries) > 1 {

@@ -75,7 +75,15 @@ type node struct {
 type storeDef struct {
 	name       string
 	processors []string
-	source     string // the topic that is its changelog (a table's); "" for its own
+	source     string    // the topic that is its changelog (a table's); "" for its own
+	kind       StoreKind // "" is KeyValueStore
+}
+
+// markStore sets the layout of store name, added just before.
+func (b *Builder) markStore(name string, kind StoreKind) {
+	if def := b.storeByName[name]; def != nil {
+		def.kind = kind
+	}
 }
 
 // bytesPort is the port type of Processor-API edges.
@@ -233,7 +241,7 @@ func (b *Builder) Build() (*Topology, error) {
 		g.byName[c.name] = &c
 	}
 	for _, s := range b.stores {
-		g.stores = append(g.stores, &storeDef{name: s.name, processors: slices.Clone(s.processors), source: s.source})
+		g.stores = append(g.stores, &storeDef{name: s.name, processors: slices.Clone(s.processors), source: s.source, kind: s.kind})
 	}
 	if g.appID == "" {
 		g.errorf("empty app id")
@@ -572,7 +580,10 @@ func (g *graph) topology() *Topology {
 		}
 		slices.Sort(st.Repartition)
 		for _, name := range s.stores {
-			spec := StoreSpec{Name: name, Changelog: ChangelogTopic(g.appID, name)}
+			spec := StoreSpec{Name: name, Changelog: ChangelogTopic(g.appID, name), Kind: g.storeDef(name).kind}
+			if spec.Kind == "" {
+				spec.Kind = KeyValueStore
+			}
 			if src := g.storeDef(name).source; src != "" {
 				spec.Changelog, spec.Source = src, true
 			}

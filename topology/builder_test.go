@@ -201,9 +201,9 @@ func TestProcessorAPI(t *testing.T) {
 	subs := topo.Subtopologies()
 	want := []Subtopology{
 		{ID: 0, Sources: []string{"in-a", "in-b"}, Sinks: []string{rep}, Repartition: []string{rep},
-			Stores: []StoreSpec{{Name: "counts", Changelog: "app-counts-changelog"}}, Processors: []string{"count", "swap"}},
+			Stores: []StoreSpec{{Name: "counts", Changelog: "app-counts-changelog", Kind: KeyValueStore}}, Processors: []string{"count", "swap"}},
 		{ID: 1, Sources: []string{rep}, Sinks: []string{"out"}, Repartition: []string{rep},
-			Stores: []StoreSpec{{Name: "last-seen", Changelog: "app-last-seen-changelog"}}, Processors: []string{"last"}},
+			Stores: []StoreSpec{{Name: "last-seen", Changelog: "app-last-seen-changelog", Kind: KeyValueStore}}, Processors: []string{"last"}},
 	}
 	for i := range subs {
 		subs[i].NewProcessor = nil

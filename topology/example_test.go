@@ -129,7 +129,7 @@ func ExampleWordCount() {
 	}
 	// Output:
 	// 0 [lines] [wc-words-repartition] [] false
-	// 1 [wc-words-repartition] [counts] [{counts wc-counts-changelog false}] true
+	// 1 [wc-words-repartition] [counts] [{counts wc-counts-changelog false key-value}] true
 }
 
 // Clicks per user per minute, with a grace period of 10 seconds. Event

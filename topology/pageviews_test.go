@@ -25,8 +25,8 @@ func TestPageViewsShape(t *testing.T) {
 		got = append(got, fmt.Sprint(s.ID, s.Sources, s.Sinks, s.Stores, s.Stateful()))
 	}
 	want := []string{
-		fmt.Sprint(0, []string{"users", "views"}, []string{rep}, []StoreSpec{{Name: "users", Changelog: "users", Source: true}}, true),
-		fmt.Sprint(1, []string{rep}, []string{"out"}, []StoreSpec{{Name: "views-per-region", Changelog: ChangelogTopic("pv", "views-per-region")}}, true),
+		fmt.Sprint(0, []string{"users", "views"}, []string{rep}, []StoreSpec{{Name: "users", Changelog: "users", Source: true, Kind: KeyValueStore}}, true),
+		fmt.Sprint(1, []string{rep}, []string{"out"}, []StoreSpec{{Name: "views-per-region", Changelog: ChangelogTopic("pv", "views-per-region"), Kind: WindowStore}}, true),
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("subtopologies:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

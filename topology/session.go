@@ -381,6 +381,7 @@ func sessionAggregate[K, V, A any](sw SessionWindowed[K, V], storeName, op strin
 		})
 	})
 	b.AddStore(storeName, out.node)
+	b.markStore(storeName, SessionStore)
 	return Table[Windowed[K], A]{b: b, changes: out.node, store: storeName, keys: SessionWindowedCodec(keys), values: codec,
 		windowed: true, closeAfter: w.closeAfter()}
 }

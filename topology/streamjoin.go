@@ -107,6 +107,8 @@ func JoinStreams[K, V1, V2, R any](left Stream[K, V1], right Stream[K, V2], w Jo
 	})
 	b.AddStore(lstore, lnode.node, rnode.node)
 	b.AddStore(rstore, lnode.node, rnode.node)
+	b.markStore(lstore, InternalStore)
+	b.markStore(rstore, InternalStore)
 	return Stream[K, R]{b: b, node: out, keys: keys, values: sameCodec[V1, R](left.values)}
 }
 

@@ -113,6 +113,7 @@ func SuppressUntilWindowCloses[K, V any](t Table[Windowed[K], V], storeName stri
 		})
 	})
 	b.AddStore(storeName, out.node)
+	b.markStore(storeName, InternalStore)
 	return Table[Windowed[K], V]{b: b, changes: out.node, keys: keys, values: values, windowed: true, closeAfter: t.closeAfter}
 }
 

@@ -306,7 +306,7 @@ func TestSuppressedSessionsThroughRepartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	subs := topo.Subtopologies()
-	if got := fmt.Sprint(subs[1].Stores); got != "[{closed-sessions app-closed-sessions-changelog false} {sessions app-sessions-changelog false}]" {
+	if got := fmt.Sprint(subs[1].Stores); got != "[{closed-sessions app-closed-sessions-changelog false internal} {sessions app-sessions-changelog false session}]" {
 		t.Fatalf("stores %s", got)
 	}
 	d := newDriver(t, topo, map[string]int32{"clicks": 3, "out": 2})

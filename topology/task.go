@@ -163,7 +163,31 @@ type StoreSpec struct {
 	// records, with each record's key and value as they are on the topic,
 	// and its checkpoint is the input offset.
 	Source bool
+	// Kind is how the store's keys are laid out, for reads from outside
+	// the topology (queries).
+	Kind StoreKind
 }
+
+// StoreKind is the layout of a store's keys.
+type StoreKind string
+
+const (
+	// KeyValueStore: one entry per key, under the key's encoding (the
+	// stores of aggregations and tables, and the Processor API's).
+	KeyValueStore StoreKind = "key-value"
+	// WindowStore: one entry per key and window, under
+	// WindowStoreKey(start, key) (WindowCount, WindowAggregate,
+	// WindowReduce).
+	WindowStore StoreKind = "window"
+	// SessionStore: one entry per key and session, in the layout
+	// SessionWindows describes (SessionCount, SessionAggregate,
+	// SessionReduce).
+	SessionStore StoreKind = "session"
+	// InternalStore: state the runtime keeps for an operator (a
+	// stream-stream join's buffers, Suppress's buffer, timers), not a
+	// view of the application's data.
+	InternalStore StoreKind = "internal"
+)
 
 // ChangelogTopic returns the name of the changelog topic of store in
 // application appID: "<app-id>-<store>-changelog".

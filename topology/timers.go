@@ -107,6 +107,7 @@ func (e *TimerError) Unwrap() error { return e.Err }
 // stores.
 func (b *Builder) AddTimers(store, processor string) {
 	b.AddStore(store, processor)
+	b.markStore(store, InternalStore)
 	b.timers = append(b.timers, timerDef{store: store, processor: processor})
 }
 

@@ -81,7 +81,7 @@ func ExampleBuilder_AddTimers() {
 		}
 	}
 	// Output:
-	// stores: [{counts idle-counts-changelog false} {idle-timers idle-idle-timers-changelog false}] timers: true
+	// stores: [{counts idle-counts-changelog false key-value} {idle-timers idle-idle-timers-changelog false internal}] timers: true
 	// alice at 00:00
 	// bob at 00:05
 	// alice at 00:20

@@ -366,6 +366,7 @@ func windowAggregate[K, V, A any](tw TimeWindowed[K, V], storeName, op string, c
 		})
 	})
 	b.AddStore(storeName, out.node)
+	b.markStore(storeName, WindowStore)
 	return Table[Windowed[K], A]{b: b, changes: out.node, store: storeName, keys: WindowedCodec(keys, w.size), values: codec,
 		windowed: true, closeAfter: w.grace}
 }

@@ -61,7 +61,7 @@ func TestWordCountShape(t *testing.T) {
 	check("1.Sources", s1.Sources, []string{rep})
 	check("1.Sinks", s1.Sinks, []string{"counts-out"})
 	check("1.Repartition", s1.Repartition, []string{rep})
-	check("1.Stores", s1.Stores, []StoreSpec{{Name: "counts", Changelog: "wc-counts-changelog"}})
+	check("1.Stores", s1.Stores, []StoreSpec{{Name: "counts", Changelog: "wc-counts-changelog", Kind: KeyValueStore}})
 	golden(t, "wordcount.txt", topo.String())
 }
 

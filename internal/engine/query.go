@@ -85,6 +85,37 @@ func (q querySource) storeTasks(store string) (sub int, parts int32, err error) 
 	return 0, 0, fmt.Errorf("%w: %q (the application's stores: %v)", query.ErrNoStore, store, a.StoreNames())
 }
 
+// Reads says whether store's keys are laid out for reads of kind: keys
+// and ranges of a key-value store, windows of a window store.
+func (q querySource) Reads(store, kind string) error {
+	var spec topology.StoreSpec
+	for _, s := range q.a.top.Subtopologies() {
+		if i := slices.IndexFunc(s.Stores, func(st topology.StoreSpec) bool { return st.Name == store }); i >= 0 {
+			spec = s.Stores[i]
+		}
+	}
+	if spec.Name == "" {
+		return nil // storeTasks names it
+	}
+	want := topology.KeyValueStore
+	if kind == "window" {
+		want = topology.WindowStore
+	}
+	if spec.Kind == want {
+		return nil
+	}
+	why := "read its keys and ranges of keys instead"
+	switch spec.Kind {
+	case topology.WindowStore:
+		why = "read its windows instead (window-from, window-to; App.Windows)"
+	case topology.SessionStore:
+		why = "its sessions cannot be read from outside"
+	case topology.InternalStore:
+		why = "it holds an operator's own state, not the application's data"
+	}
+	return fmt.Errorf("%w: store %q is a %s store, which a %s read cannot read: %s", query.ErrBadRequest, store, spec.Kind, kind, why)
+}
+
 // TaskOf maps key to its task as the topology's partitioner places it:
 // the partition of key among the partitions of the store's subtopology's
 // sources.

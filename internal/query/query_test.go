@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -130,6 +131,14 @@ func (f *fake) ReadRange(task, store string, from, to []byte, limit int) (Copy, 
 	return c, true, nil
 }
 
+// Reads serves every kind of read, but none of a store named "timers".
+func (f *fake) Reads(store, kind string) error {
+	if store == "timers" {
+		return fmt.Errorf("%w: store %q is internal", ErrBadRequest, store)
+	}
+	return nil
+}
+
 func (f *fake) ReadWindows(task, store string, key []byte, from, to time.Time, limit int) (Copy, bool, error) {
 	return Copy{}, false, nil
 }
@@ -241,6 +250,8 @@ func TestRouterRefusals(t *testing.T) {
 		{"/query/counts?min-offsets=1_0", http.StatusBadRequest, `min-offsets="1_0": want TASK:OFFSET`},
 		{"/query/counts/A?window-from=yesterday", http.StatusBadRequest, `window-from="yesterday"`},
 		{"/query/counts?task=9_9", http.StatusBadRequest, `task="9_9"`},
+		{"/query/timers/A", http.StatusBadRequest, `store "timers" is internal`},
+		{"/query/timers?from=a", http.StatusBadRequest, `store "timers" is internal`},
 		{"/query/counts?timeout=200ms", http.StatusServiceUnavailable, "no copy met the bounds"},
 		{"/query/counts/A?timeout=200ms", http.StatusServiceUnavailable, "task 1_1: no copy met the bounds (the active, restored) within"},
 		{"/query/counts/A?timeout=200ms&max-lag=100", http.StatusServiceUnavailable, "the lowest lag seen was 400"},

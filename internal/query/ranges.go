@@ -78,6 +78,9 @@ func (r *Router) Range(ctx context.Context, store string, from, to []byte, b Bou
 	if err := b.check(); err != nil {
 		return RangeAnswer{}, err
 	}
+	if err := r.src.Reads(store, "range"); err != nil {
+		return RangeAnswer{}, err
+	}
 	b = b.withDefaults()
 	var tasks []string
 	err = whenKnown(ctx, b, here, func() (err error) {
@@ -143,6 +146,9 @@ func (r *Router) Windows(ctx context.Context, store string, key []byte, from, to
 	start := time.Now()
 	defer func() { r.asked("window", here, start, err) }()
 	if err := b.check(); err != nil {
+		return RangeAnswer{}, err
+	}
+	if err := r.src.Reads(store, "window"); err != nil {
 		return RangeAnswer{}, err
 	}
 	b = b.withDefaults()

@@ -24,6 +24,11 @@ type Peer struct {
 type Source interface {
 	// Instance is this instance's id.
 	Instance() string
+	// Reads says whether store can serve reads of a kind ("key", "range"
+	// or "window"): nil, or an error wrapping ErrBadRequest that says
+	// why (a store's keys are laid out for one kind of read). A store it
+	// does not know is left to TaskOf and Tasks.
+	Reads(store, kind string) error
 	// TaskOf returns the task whose store holds key (ErrNoStore for a
 	// store queries cannot read).
 	TaskOf(store string, key []byte) (string, error)
@@ -111,6 +116,9 @@ func (r *Router) Get(ctx context.Context, store string, key []byte, b Bounds, he
 	start := time.Now()
 	defer func() { r.asked("key", here, start, err) }()
 	if err := b.check(); err != nil {
+		return Answer{}, err
+	}
+	if err := r.src.Reads(store, "key"); err != nil {
 		return Answer{}, err
 	}
 	b = b.withDefaults()
