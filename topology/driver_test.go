@@ -60,6 +60,12 @@ func (d *driver) input(topic string, p int32, key, value []byte) {
 // inputAt is input with the record's timestamp.
 func (d *driver) inputAt(topic string, p int32, key, value []byte, ts time.Time) {
 	d.t.Helper()
+	d.inputWith(topic, p, key, value, ts, nil)
+}
+
+// inputWith is inputAt with the record's headers.
+func (d *driver) inputWith(topic string, p int32, key, value []byte, ts time.Time, headers Headers) {
+	d.t.Helper()
 	if p < 0 || p >= d.parts[topic] {
 		d.t.Fatalf("driver: %s has no partition %d", topic, p)
 	}
@@ -67,7 +73,7 @@ func (d *driver) inputAt(topic string, p int32, key, value []byte, ts time.Time)
 		d.logs[topic] = append(d.logs[topic], nil)
 	}
 	rec := Record{Key: bytes.Clone(key), Value: bytes.Clone(value), Topic: topic, Partition: p,
-		Offset: int64(len(d.logs[topic][p])), Timestamp: ts}
+		Offset: int64(len(d.logs[topic][p])), Timestamp: ts, Headers: headers}
 	d.logs[topic][p] = append(d.logs[topic][p], rec)
 	if _, ok := d.reader[topic]; ok {
 		d.queue = append(d.queue, rec)
@@ -166,5 +172,15 @@ func (c *driverCtx) Send(topic string, key, value []byte) error {
 		return fmt.Errorf("driver: unknown topic %q", topic)
 	}
 	c.d.inputAt(topic, Partition(key, n), key, value, c.ts)
+	return nil
+}
+
+// SendHeaders is Send with headers (HeaderSender).
+func (c *driverCtx) SendHeaders(topic string, key, value []byte, headers Headers) error {
+	n, ok := c.d.parts[topic]
+	if !ok {
+		return fmt.Errorf("driver: unknown topic %q", topic)
+	}
+	c.d.inputWith(topic, Partition(key, n), key, value, c.ts, headers)
 	return nil
 }

@@ -125,7 +125,7 @@ func (t Table[K, V]) ToTopic(topic string) {
 					vb = []byte{} // a value, not a tombstone
 				}
 			}
-			if err := tk.ctx.Send(topic, kb, vb); err != nil {
+			if err := send(tk.ctx, topic, kb, vb, rec.Headers); err != nil {
 				return tk.fail(n.name, fmt.Errorf("send to %q: %w", topic, err))
 			}
 			return nil
@@ -343,6 +343,24 @@ func FlatMapValues[K, V, V2 any](s Stream[K, V], fn func(V) []V2) Stream[K, V2] 
 	})
 }
 
+// SetHeaders sets the headers of each record from fn, given its key,
+// value and headers (those of the input record it came from, or as an
+// earlier SetHeaders left them); the records sent from it on carry what
+// fn returns. fn must not modify the Headers it is given: Headers.With
+// and Headers.Without return changed copies. A nil fn is a mistake Build
+// reports.
+func SetHeaders[K, V any](s Stream[K, V], fn func(k K, v V, h Headers) Headers) Stream[K, V] {
+	if s.builder().nilFunc("SetHeaders", s.node, fn) {
+		return Stream[K, V]{b: s.b}
+	}
+	return addOp(s, "setHeaders", func(_ *task, _ string, out fanout[K, V]) kvReceiver[K, V] {
+		return kvFunc[K, V](func(rec Record, k K, v V) error {
+			rec.Headers = fn(k, v, rec.Headers)
+			return out.emit(rec, k, v)
+		})
+	})
+}
+
 // Foreach calls fn for each pair, on the task's goroutine, then passes
 // the pair on unchanged. Its result may be ignored, ending the stream
 // there (Kafka Streams' foreach), or processed further (Kafka Streams'
@@ -434,7 +452,7 @@ func addEncodingSink[K, V any](s Stream[K, V], name, topic string) {
 			if err != nil {
 				return t.fail(n.name, fmt.Errorf("encode value for %q: %w", topic, err))
 			}
-			if err := t.ctx.Send(topic, kb, vb); err != nil {
+			if err := send(t.ctx, topic, kb, vb, rec.Headers); err != nil {
 				return t.fail(n.name, fmt.Errorf("send to %q: %w", topic, err))
 			}
 			return nil

@@ -210,6 +210,11 @@ func (p *processorRun) Send(topic string, key, value []byte) error {
 	return p.t.ctx.Send(topic, key, value)
 }
 
+// SendHeaders sends a record with headers (HeaderSender).
+func (p *processorRun) SendHeaders(topic string, key, value []byte, headers Headers) error {
+	return send(p.t.ctx, topic, key, value, headers)
+}
+
 func (p *processorRun) Forward(rec Record) error {
 	for _, c := range p.children {
 		if err := c.receive(rec); err != nil {
@@ -231,7 +236,7 @@ func buildSink(t *task, n *node, _ []any) (any, error) {
 }
 
 func (s *sinkRun) receive(rec Record) error {
-	if err := s.t.ctx.Send(s.topic, rec.Key, rec.Value); err != nil {
+	if err := send(s.t.ctx, s.topic, rec.Key, rec.Value, rec.Headers); err != nil {
 		return s.t.fail(s.name, fmt.Errorf("send to %q: %w", s.topic, err))
 	}
 	return nil

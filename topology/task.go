@@ -19,6 +19,83 @@ type Record struct {
 	Partition  int32
 	Offset     int64
 	Timestamp  time.Time
+	// Headers are the input record's headers, carried to every record
+	// sent while it is processed (see Headers). They belong to the
+	// runtime like Key and Value: change them with Headers.With and
+	// Headers.Without, which copy, never in place.
+	Headers Headers
+}
+
+// Header is one record header: a key and a value, as Kafka carries them.
+// A key may appear more than once.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Headers are a record's headers, in order.
+//
+// Headers travel with a record through the topology: each record a sink
+// sends (an output topic or a repartition topic) carries the headers of
+// the record it was made from, so an input record's headers reach the
+// outputs derived from it, through repartitions too. A processor changes
+// them on the record it forwards (Record.Headers = rec.Headers.With(...)),
+// and the DSL with SetHeaders. Stores and their changelogs keep no
+// headers: an aggregation's output carries the headers of the record that
+// updated it last, a join's those of the record that triggered it, and a
+// record sent from a timer none. Tests' fake Contexts that do not
+// implement HeaderSender drop them.
+type Headers []Header
+
+// Get returns the value of the last header with key, and whether there
+// is one.
+func (h Headers) Get(key string) ([]byte, bool) {
+	for i := len(h) - 1; i >= 0; i-- {
+		if h[i].Key == key {
+			return h[i].Value, true
+		}
+	}
+	return nil, false
+}
+
+// With returns a copy of h with key set to value: every header with key
+// is replaced by one at the end. h is not modified.
+func (h Headers) With(key string, value []byte) Headers {
+	out := make(Headers, 0, len(h)+1)
+	for _, x := range h {
+		if x.Key != key {
+			out = append(out, x)
+		}
+	}
+	return append(out, Header{Key: key, Value: value})
+}
+
+// Without returns a copy of h without the headers with key (nil when
+// none is left). h is not modified.
+func (h Headers) Without(key string) Headers {
+	var out Headers
+	for _, x := range h {
+		if x.Key != key {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// HeaderSender is a Context that sends records with headers. The
+// runtime's Context is one; the topology's sinks use it when the Context
+// they are given has it, and Send otherwise.
+type HeaderSender interface {
+	SendHeaders(topic string, key, value []byte, headers Headers) error
+}
+
+// send sends a record with headers through ctx, which drops them if it
+// is not a HeaderSender.
+func send(ctx Context, topic string, key, value []byte, headers Headers) error {
+	if hs, ok := ctx.(HeaderSender); ok && len(headers) > 0 {
+		return hs.SendHeaders(topic, key, value, headers)
+	}
+	return ctx.Send(topic, key, value)
 }
 
 // Store is a task's local key-value store as processors see it. The runtime

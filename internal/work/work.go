@@ -195,6 +195,43 @@ func (c *Context) Send(topic string, key, value []byte) error {
 	return nil
 }
 
+// SendHeaders is Send with headers (topology.HeaderSender).
+func (c *Context) SendHeaders(topic string, key, value []byte, headers topology.Headers) error {
+	n, err := c.host.PartitionsOf(topic)
+	if err != nil {
+		return c.task.runtimeErr(err)
+	}
+	rec := &kgo.Record{Topic: topic, Partition: topology.Partition(key, n), Key: bytes.Clone(key), Value: bytes.Clone(value), Timestamp: c.task.Stamp,
+		Headers: headersOut(headers)}
+	c.Produce(rec)
+	return nil
+}
+
+// headersIn are a fetched record's headers as the topology sees them
+// (nil for none: most records have none, and cost nothing).
+func headersIn(hs []kgo.RecordHeader) topology.Headers {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make(topology.Headers, len(hs))
+	for i, h := range hs {
+		out[i] = topology.Header{Key: h.Key, Value: h.Value}
+	}
+	return out
+}
+
+// headersOut copies headers into a record to produce.
+func headersOut(hs topology.Headers) []kgo.RecordHeader {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]kgo.RecordHeader, len(hs))
+	for i, h := range hs {
+		out[i] = kgo.RecordHeader{Key: h.Key, Value: bytes.Clone(h.Value)}
+	}
+	return out
+}
+
 // Produce sends r in the open commit; if it fails, the instance fails:
 // nothing after it may be committed.
 func (c *Context) Produce(r *kgo.Record) {
@@ -379,7 +416,8 @@ func (t *Task) Process(recs []*kgo.Record, deadline time.Time) (n int, err error
 			}
 			check = n + stride
 		}
-		rec := topology.Record{Key: r.Key, Value: r.Value, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp}
+		rec := topology.Record{Key: r.Key, Value: r.Value, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp,
+			Headers: headersIn(r.Headers)}
 		t.LastRecord, t.Stamp, t.In, t.failed = r.Timestamp, r.Timestamp, r, nil
 		perr := t.processOne(rec)
 		t.In = nil
