@@ -480,8 +480,19 @@ func (t *Task) Punctuate(now time.Time) error {
 		return nil
 	}
 	t.Stamp = now
-	if err := p.Punctuate(t.Ctx, now); err != nil {
+	if err := punctuate(p, t.Ctx, now); err != nil {
 		return fmt.Errorf("baton: task %s: %w", t.ID, err)
 	}
 	return nil
+}
+
+// punctuate fires p's timers, turning a panic into a *PanicError: a
+// timer's failure stops the instance with an error, not the process.
+func punctuate(p topology.Punctuator, ctx topology.Context, now time.Time) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return p.Punctuate(ctx, now)
 }

@@ -257,3 +257,18 @@ func TestProcessStoreFailureIsNeverSkipped(t *testing.T) {
 		t.Errorf("processed %d (err %v), want the first record skipped and the second to stop the turn", n, err)
 	}
 }
+
+// panickyTimers is a processor whose wall-clock timers panic.
+type panickyTimers struct{ procFunc }
+
+func (panickyTimers) Punctuate(topology.Context, time.Time) error { panic("timer broke") }
+
+// TestPunctuatePanicIsAnError: a timer's panic comes back as an error
+// (a *PanicError) for the instance to stop with, not a crash.
+func TestPunctuatePanicIsAnError(t *testing.T) {
+	task := &Task{ID: "0_2", Proc: panickyTimers{}, Offsets: map[string]kgo.EpochOffset{}}
+	task.Ctx = NewContext(&recordingHost{}, task)
+	if err := task.Punctuate(time.Now()); !errors.Is(err, ErrPanic) || !strings.Contains(err.Error(), "timer broke") {
+		t.Errorf("Punctuate = %v, want the panic as an error", err)
+	}
+}
