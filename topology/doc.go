@@ -91,6 +91,9 @@
 // holding the latest value of each open window in a store of its own
 // with a changelog: it moves with the task, and under exactly-once each
 // closed window is sent exactly once.
+// Sessions, the application `baton run sessions` runs, puts them
+// together: clicks regrouped by user, counted per session, each session
+// written once when it closes.
 //
 // Kafka Streams' sliding windows (a window per record, ending at it, of a
 // fixed time difference) are not offered. They are not aligned to the
