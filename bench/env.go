@@ -239,12 +239,19 @@ type instanceConfig struct {
 	opts      []baton.Option
 	listener  baton.Listener
 	countReqs bool
+	// build, when set, makes the application instead of wordcount.
+	build func(appID, input, output string) (*topology.Topology, error)
 }
 
-// start starts an instance of wordcount with Pebble state in its own
-// directory; its connections can be cut (crash) and its requests counted.
+// start starts an instance of wordcount (or of ic.build's application)
+// with Pebble state in its own directory; its connections can be cut
+// (crash) and its requests counted.
 func (e *env) start(ic instanceConfig) (*instance, error) {
-	top, err := topology.WordCount(ic.appID, e.input, e.output)
+	build := topology.WordCount
+	if ic.build != nil {
+		build = ic.build
+	}
+	top, err := build(ic.appID, e.input, e.output)
 	if err != nil {
 		return nil, err
 	}
