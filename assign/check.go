@@ -394,6 +394,18 @@ func (v revokeView) bucket(stateful bool, live []string, totalCap int, hidden bo
 		maxW = max(maxW, weight(t))
 	}
 	C := float64(totalCap)
+	// Each live instance's share of the bucket: its part of W by
+	// capacity, or, for stateless tasks in a round that warms stateful
+	// ones, what levels its total active load (standInShares).
+	shareOf := map[string]float64{}
+	standIn := !stateful && !v.cfg.SeparateBuckets && v.warming()
+	if standIn {
+		shareOf = v.standInShares(live, uniform)
+	} else {
+		for _, x := range live {
+			shareOf[x] = W * float64(v.capacity[x]) / C
+		}
+	}
 	// Per live instance, when the balance began: lo and hi bound the load
 	// positioned there; pinned is the load there that may have been
 	// pinned (orphans placed this round, tasks held by a learner there),
@@ -476,10 +488,19 @@ func (v revokeView) bucket(stateful bool, live []string, totalCap int, hidden bo
 
 	// Deviations are scaled by the total capacity, as the policy keeps
 	// them: load*C - W*capacity, > 0 above the share.
-	dev := func(load float64, x string) float64 { return load*C - W*float64(v.capacity[x]) }
-	share := func(x string) float64 { return W * float64(v.capacity[x]) / C }
-	floor := func(x string) float64 { return float64(len(ts) * v.capacity[x] / totalCap) }
+	dev := func(load float64, x string) float64 { return (load - shareOf[x]) * C }
+	share := func(x string) float64 { return shareOf[x] }
+	eps := 1e-9 * max(1, W)
+	floor := func(x string) float64 {
+		if standIn {
+			return math.Floor(shareOf[x] + eps)
+		}
+		return float64(len(ts) * v.capacity[x] / totalCap)
+	}
 	ceil := func(x string) float64 {
+		if standIn {
+			return math.Ceil(shareOf[x] - eps)
+		}
 		n := len(ts) * v.capacity[x]
 		return float64((n + totalCap - 1) / totalCap)
 	}
@@ -494,7 +515,7 @@ func (v revokeView) bucket(stateful bool, live []string, totalCap int, hidden bo
 		return fmt.Sprintf("%s%g to %g", unit, l, h)
 	}
 	tol := 0.0 // unequal loads are summed in another order than the policy's
-	if !uniform {
+	if !uniform || standIn {
 		tol = 1e-9 * W * C
 	}
 
@@ -580,4 +601,74 @@ func (v revokeView) bucket(stateful bool, live []string, totalCap int, hidden bo
 			o, kind, revokes[o][0], total, kind, need, under, over)
 	}
 	return nil
+}
+
+// warming reports whether the plan warms a stateful task for a balance
+// move: a learner on a live instance for a task whose owner in the state
+// is live. Then the stateless tasks stand in: their shares level the
+// instances' total active loads (standInShares).
+func (v revokeView) warming() bool {
+	for _, t := range v.tasks {
+		o, owned := v.owner[t.ID]
+		if !t.Stateful || !owned || v.leaving[o] {
+			continue
+		}
+		for _, l := range v.learners[t.ID] {
+			if !v.leaving[l] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// standInShares gives each live instance its share of the stateless
+// tasks (W in all, in the bucket's weights: 1 a task when uniform) in a
+// round that warms stateful tasks: the most that keeps its stateful load
+// active in the plan plus its stateless load at or below a level per
+// unit of capacity, the level set so that the shares add up to the
+// bucket (in its weights: a task counts 1 when the loads are equal). It
+// finds the level by dropping, until none is left to drop, the instances
+// whose stateful load alone reaches the level of those still counted.
+func (v revokeView) standInShares(live []string, uniform bool) map[string]float64 {
+	unit, total := 0.0, 0.0      // a stateless task's load when uniform; the bucket's load
+	held := map[string]float64{} // stateful load active in the plan
+	for _, t := range v.tasks {
+		if !t.Stateful {
+			total += t.Load
+			unit = t.Load
+		} else if x, ok := v.active[t.ID]; ok {
+			held[x] += t.Load
+		}
+	}
+	in := slices.Clone(live)
+	level := 0.0
+	for {
+		capSum, base := 0.0, 0.0
+		for _, x := range in {
+			capSum += float64(v.capacity[x])
+			base += held[x]
+		}
+		level = (total + base) / capSum
+		kept := in[:0:0]
+		for _, x := range in {
+			if held[x]/float64(v.capacity[x]) < level {
+				kept = append(kept, x)
+			}
+		}
+		if len(kept) == len(in) || len(kept) == 0 {
+			break
+		}
+		in = kept
+	}
+	out := map[string]float64{}
+	for _, x := range in {
+		out[x] = max(0, level*float64(v.capacity[x])-held[x])
+	}
+	if uniform {
+		for x := range out {
+			out[x] /= unit
+		}
+	}
+	return out
 }

@@ -220,6 +220,21 @@ func TestCheckNeedlessRevoke(t *testing.T) {
 		{ID: "B", Capacity: 1, Active: ids("0_5", "0_6")},
 		{ID: "C", Capacity: 1},
 	}}
+	// warming: A runs four stateful tasks (2_*) and six stateless ones,
+	// B has just joined. While B's learners warm, the stateless tasks
+	// stand in: the level of total load per instance is 5, so A's
+	// stateless share is 1 and B's 5 (its own share of the bucket is 3).
+	warmTasks := []Task{{ID: "2_0", Stateful: true, Load: 1}, {ID: "2_1", Stateful: true, Load: 1}, {ID: "2_2", Stateful: true, Load: 1}, {ID: "2_3", Stateful: true, Load: 1}}
+	for k := range 6 {
+		warmTasks = append(warmTasks, Task{ID: TaskID(fmt.Sprintf("0_%d", k)), Load: 1})
+	}
+	warming := State{Config: Config{MaxLearners: 2, AcceptableLag: 10}, Tasks: warmTasks, Instances: []Instance{
+		{ID: "A", Capacity: 1, Active: ids("0_0", "0_1", "0_2", "0_3", "0_4", "0_5", "2_0", "2_1", "2_2", "2_3"),
+			Lag: map[TaskID]int64{"2_0": 0, "2_1": 0, "2_2": 0, "2_3": 0}},
+		{ID: "B", Capacity: 1},
+	}}
+	separate := warming
+	separate.Config.SeparateBuckets = true
 	plan := func(a, b InstancePlan, more ...InstancePlan) Plan {
 		a.ID, b.ID = "A", "B"
 		p := Plan{Instances: append([]InstancePlan{a, b}, more...)}
@@ -257,6 +272,16 @@ func TestCheckNeedlessRevoke(t *testing.T) {
 			plan(InstancePlan{Active: ids("0_1", "0_2"), Revoked: ids("0_0")}, InstancePlan{Active: ids("0_3")}), false},
 		{"unequal loads: over its share, everything revoked", weighted,
 			plan(InstancePlan{Revoked: ids("0_0", "0_1", "0_2")}, InstancePlan{Active: ids("0_3")}), true},
+		{"warm-up: stateless tasks stand in for the stateful ones", warming,
+			plan(InstancePlan{Active: ids("0_5", "2_0", "2_1", "2_2", "2_3"), Revoked: ids("0_0", "0_1", "0_2", "0_3", "0_4")}, InstancePlan{Learner: ids("2_0", "2_1")}), false},
+		{"warm-up: one more than the level asks", warming,
+			plan(InstancePlan{Active: ids("2_0", "2_1", "2_2", "2_3"), Revoked: ids("0_0", "0_1", "0_2", "0_3", "0_4", "0_5")}, InstancePlan{Learner: ids("2_0", "2_1")}), true},
+		{"no warm-up: the stand-in's revokes", warming,
+			plan(InstancePlan{Active: ids("0_5", "2_0", "2_1", "2_2", "2_3"), Revoked: ids("0_0", "0_1", "0_2", "0_3", "0_4")}, InstancePlan{}), true},
+		{"separate_buckets: the stand-in's revokes", separate,
+			plan(InstancePlan{Active: ids("0_5", "2_0", "2_1", "2_2", "2_3"), Revoked: ids("0_0", "0_1", "0_2", "0_3", "0_4")}, InstancePlan{Learner: ids("2_0", "2_1")}), true},
+		{"separate_buckets: the bucket's own moves", separate,
+			plan(InstancePlan{Active: ids("0_3", "0_4", "0_5", "2_0", "2_1", "2_2", "2_3"), Revoked: ids("0_0", "0_1", "0_2")}, InstancePlan{Learner: ids("2_0", "2_1")}), false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -272,7 +297,7 @@ func TestCheckNeedlessRevoke(t *testing.T) {
 			}
 		})
 	}
-	for _, s := range []State{atShare, joined, short, leaving, stateful, withLearner, weighted} {
+	for _, s := range []State{atShare, joined, short, leaving, stateful, withLearner, weighted, warming, separate} {
 		p, err := Assign(s, Smooth)
 		if err != nil {
 			t.Fatal(err)

@@ -20,9 +20,10 @@ type wireState struct {
 }
 
 type wireConfig struct {
-	Standbys      *int   `json:"standbys"`
-	MaxLearners   *int   `json:"max_learners"`
-	AcceptableLag *int64 `json:"acceptable_lag"`
+	Standbys        *int   `json:"standbys"`
+	MaxLearners     *int   `json:"max_learners"`
+	AcceptableLag   *int64 `json:"acceptable_lag"`
+	SeparateBuckets bool   `json:"separate_buckets"`
 }
 
 type wireTask struct {
@@ -74,6 +75,7 @@ func DecodeBytes(data []byte) (State, error) {
 		if c.AcceptableLag != nil {
 			s.Config.AcceptableLag = *c.AcceptableLag
 		}
+		s.Config.SeparateBuckets = c.SeparateBuckets
 	}
 	for i, t := range w.Tasks {
 		if t.ID == nil {

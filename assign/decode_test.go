@@ -32,6 +32,10 @@ func TestDecodeDefaults(t *testing.T) {
 	if _, err := DecodeBytes([]byte(specExample)); err != nil {
 		t.Errorf("the spec's example: %v", err)
 	}
+	s, err = DecodeBytes([]byte(`{"config":{"separate_buckets":true}}`))
+	if err != nil || !s.Config.SeparateBuckets {
+		t.Errorf("separate_buckets: true decodes to %+v, %v", s.Config, err)
+	}
 }
 
 func TestDecodeRejects(t *testing.T) {

@@ -87,6 +87,10 @@ type bucket struct {
 	on        [][]int   // instance -> tasks positioned there, ascending (id order)
 	outOfLine int       // non-leaving instances over the ceiling or under the floor
 	slop      float64   // bound on the rounding error of a move's gain; see lowers
+	// standIn: the shares balance the total active load while stateful
+	// tasks warm (planner.standIn); plain keeps the bucket's own shares.
+	standIn   bool
+	plain     []float64
 	low, high *instHeap // non-leaving instances by deviation, lowest and highest first
 }
 
@@ -202,6 +206,11 @@ func (b *bucket) fillShares() {
 // rounds twice (2uS), gap once more (6uS), gap - C once more (9uS): the
 // bound is 16uS.
 //
+// Shares that stand in for warming stateful tasks (planner.standIn) are
+// not whole numbers even with equal loads; the bound is then the one of
+// unequal loads, which covers them: the counts are exact and the shares
+// are constants of the round.
+//
 // With unequal loads each w[i] is a float sum of the loads positioned on
 // i: positioning adds each task once, and a balance move sums both
 // instances afresh (move), so no error builds up over moves: w[i] is off
@@ -222,9 +231,9 @@ func (b *bucket) roundingBound() float64 {
 	}
 	const u = 0x1p-53
 	switch {
-	case b.uniform && s <= 1<<52:
+	case b.uniform && !b.standIn && s <= 1<<52:
 		return 0
-	case b.uniform:
+	case b.uniform && !b.standIn:
 		return 16 * u * s
 	}
 	return 4 * (float64(len(b.tasks)) + 8) * u * s

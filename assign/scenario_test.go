@@ -19,7 +19,7 @@ var update = flag.Bool("update", false, "rewrite golden traces in testdata/scena
 //
 // Script commands, one per line (# starts a comment):
 //
-//	config standbys=N max_learners=N acceptable_lag=N
+//	config standbys=N max_learners=N acceptable_lag=N [separate_buckets=true]
 //	tasks ID... [stateless=ID,ID] [load=ID:X,ID:X]  declare the tasks
 //	size N                   records a learner restores from zero (default 10000)
 //	instance ID [capacity=N] [rack=R] [active=..] [standby=..] [learner=..] [lag=ID:N,..]
@@ -83,6 +83,9 @@ func runScript(script string) (string, error) {
 			w.cfg.Standbys = atoi(args["standbys"], w.cfg.Standbys)
 			w.cfg.MaxLearners = atoi(args["max_learners"], w.cfg.MaxLearners)
 			w.cfg.AcceptableLag = int64(atoi(args["acceptable_lag"], int(w.cfg.AcceptableLag)))
+			if v, ok := args["separate_buckets"]; ok {
+				w.cfg.SeparateBuckets = v == "true"
+			}
 		case "size":
 			size = int64(atoi(f[1], 0))
 			for id := range w.size {

@@ -64,7 +64,11 @@ func planIncremental(g *group, policy Policy) Plan {
 	p.pinned = g.sc.bools.get(n)
 	p.causeAt = g.sc.int32s.get(n)
 	p.keepLearners()
-	for _, b := range newBuckets(g) {
+	bs := newBuckets(g)
+	for k, b := range bs {
+		if k == 1 && p.learners && !g.cfg.SeparateBuckets {
+			p.standIn(bs[0], b) // the stateful bucket is planned: its learners are known
+		}
 		p.position(b)
 		placed := p.orphans(b)
 		p.drain(b)
@@ -564,10 +568,14 @@ func (b *bucket) describe(i, count int, w float64) string {
 	if b.totalCap > 0 {
 		share = b.share[i] / b.totalCap
 	}
-	if b.uniform {
-		return fmt.Sprintf("%d tasks planned, share %.2f", count, share)
+	own := ""
+	if b.standIn && b.totalCap > 0 {
+		own = fmt.Sprintf(" standing in for stateful tasks warming, %.2f of its own", b.plain[i]/b.totalCap)
 	}
-	return fmt.Sprintf("load %.2f planned, share %.2f", w, share)
+	if b.uniform {
+		return fmt.Sprintf("%d tasks planned, share %.2f%s", count, share, own)
+	}
+	return fmt.Sprintf("load %.2f planned, share %.2f%s", w, share, own)
 }
 
 func containsInt(s []int, v int) bool {

@@ -20,6 +20,13 @@ type Config struct {
 	// AcceptableLag is the largest lag, in records behind the changelog
 	// end, at which a local copy counts as caught up. Default 10000.
 	AcceptableLag int64 `json:"acceptable_lag"`
+	// SeparateBuckets balances the stateless tasks against their own
+	// shares in every round. Left false (the default), a round whose
+	// plan warms stateful tasks for a balance move gives the stateless
+	// tasks the shares that balance each instance's total active load,
+	// so a new instance carries stateless tasks in place of the stateful
+	// ones it is still restoring (docs/assign.md, "Stand-ins").
+	SeparateBuckets bool `json:"separate_buckets"`
 }
 
 // Defaults used by DefaultConfig and by Decode for fields left out.
