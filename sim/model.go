@@ -229,7 +229,13 @@ type engine struct {
 	offStateful int
 	shares      bool
 	sharesAt    time.Duration
-	firstEvent  time.Duration
+	// underTotal counts the members below their share of all tasks, both
+	// buckets together; totalShare says none was at some instant from
+	// the first event on, totalShareAt the first such instant.
+	underTotal   int
+	totalShare   bool
+	totalShareAt time.Duration
+	firstEvent   time.Duration
 
 	res *Result
 	err error

@@ -32,7 +32,16 @@ type Result struct {
 	// who runs what from outside sees first.
 	SharesHeld   bool
 	TimeToShares time.Duration
-	End          time.Duration
+	// TotalShareHeld: from the scenario's first event on, every running
+	// member that is not leaving came to hold, as active, at least its
+	// share of all the tasks, stateful and stateless together, rounded
+	// down (with unequal loads: its share of the whole load less the
+	// largest task's); TimeToTotalShare is from the first event to the
+	// first instant it did. After a join, it is how long the new
+	// instances take to carry their part of the work.
+	TotalShareHeld   bool
+	TimeToTotalShare time.Duration
+	End              time.Duration
 
 	UnavailableTaskSeconds float64 // integral of unavailable tasks over time
 	MaxUnavailable         int     // most tasks unavailable at once
@@ -159,6 +168,12 @@ func WriteComparison(w io.Writer, rs []*Result) error {
 		})
 	}
 	row("time to balance", fmtBalance)
+	row("time to total share", func(r *Result) string {
+		if !r.TotalShareHeld {
+			return "never"
+		}
+		return fmtDur(r.TimeToTotalShare)
+	})
 	row("unavailable task-seconds", func(r *Result) string { return fmtCount(r.UnavailableTaskSeconds) })
 	row("most unavailable at once", func(r *Result) string { return fmt.Sprint(r.MaxUnavailable) })
 	row("restored on critical path", func(r *Result) string { return fmtCount(r.RestoredCritical) })

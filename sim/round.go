@@ -341,10 +341,24 @@ func (e *engine) recomputeBalance() {
 			totalCap += in.spec.Capacity
 		}
 	}
-	off, offStateful := 0, 0
+	off, offStateful, under := 0, 0, 0
+	// Both buckets together: each member's share of every task (of the
+	// whole load, when loads differ).
+	allN, allLoad := n[0]+n[1], loadSum[0]+loadSum[1]
+	allMax, allMin := math.Max(loadMax[0], loadMax[1]), math.Min(loadMin[0], loadMin[1])
 	for _, in := range e.insts {
 		if !in.inGroup || !in.running {
 			continue
+		}
+		if !in.leaving && totalCap > 0 && allN > 0 {
+			frac := float64(in.spec.Capacity) / float64(totalCap)
+			if allMax != allMin {
+				if in.loadHeld[0]+in.loadHeld[1] < allLoad*frac-allMax-eps {
+					under++
+				}
+			} else if in.nActive[0]+in.nActive[1] < int(math.Floor(float64(allN)*frac+eps)) {
+				under++
+			}
 		}
 		if in.leaving || totalCap == 0 {
 			off += in.nActive[0] + in.nActive[1]
@@ -376,7 +390,7 @@ func (e *engine) recomputeBalance() {
 			}
 		}
 	}
-	e.offBalance, e.offStateful = off, offStateful
+	e.offBalance, e.offStateful, e.underTotal = off, offStateful, under
 	e.res.sample(e.now, e.unavailable, e.offBalance)
 }
 
@@ -401,6 +415,9 @@ func (e *engine) updateBalanced() {
 	if !e.shares && e.offStateful == 0 && e.unavailableStateful == 0 && e.now >= e.firstEvent {
 		e.shares, e.sharesAt = true, e.now
 	}
+	if !e.totalShare && e.underTotal == 0 && e.now >= e.firstEvent {
+		e.totalShare, e.totalShareAt = true, e.now
+	}
 }
 
 func (e *engine) note(at time.Duration, kind, text string) {
@@ -424,6 +441,10 @@ func (e *engine) finish() {
 	res.SharesHeld = e.shares
 	if e.shares {
 		res.TimeToShares = max(0, e.sharesAt-e.firstEvent)
+	}
+	res.TotalShareHeld = e.totalShare
+	if e.totalShare {
+		res.TimeToTotalShare = max(0, e.totalShareAt-e.firstEvent)
 	}
 	for _, t := range e.tasks {
 		res.MaxMovesPerTask = max(res.MaxMovesPerTask, t.moves)

@@ -372,7 +372,7 @@ func (p *parser) parseLine(f []string) error {
 		}
 		p.sc.Name = strings.Join(args, " ")
 	case "config":
-		m, err := p.kv(args, "standbys", "max_learners", "acceptable_lag", "worker_rate")
+		m, err := p.kv(args, "standbys", "max_learners", "acceptable_lag", "worker_rate", "separate_buckets")
 		if err != nil {
 			return err
 		}
@@ -401,6 +401,16 @@ func (p *parser) parseLine(f []string) error {
 				return err
 			}
 			c.AcceptableLag = int64(n)
+		}
+		if v, ok := m["separate_buckets"]; ok {
+			switch v {
+			case "true":
+				c.SeparateBuckets = true
+			case "false":
+				c.SeparateBuckets = false
+			default:
+				return p.errf("separate_buckets must be true or false, got %q", v)
+			}
 		}
 	case "timing":
 		m, err := p.kv(args, "heartbeat", "join", "sync", "session", "commit", "probing", "early", "start")
