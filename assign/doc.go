@@ -69,6 +69,14 @@
 //   - Buckets. Stateful and stateless tasks are balanced separately, each
 //     by its own share, so stateless tasks cannot hide a skew of state.
 //     Kafka Streams balances everything as tasks per thread, weight 1.
+//   - Stand-ins. In a round whose plan warms stateful tasks for a balance
+//     move (a learner on a non-leaving instance for a task of a live,
+//     non-leaving owner), the stateless bucket's shares are those that
+//     level each instance's total active load (levelFill): a new instance
+//     runs stateless tasks in place of the stateful ones it restores, and
+//     gives them back as those arrive. The stable plan has no learner, so
+//     it balances each bucket on its own. Config.SeparateBuckets turns
+//     stand-ins off (docs/assign.md, "Stand-ins").
 //   - Shares follow capacity (workers) and, when task loads differ, load:
 //     an instance's share of a bucket is the bucket's size or total load
 //     times its capacity over the total capacity of non-leaving instances.
