@@ -128,8 +128,21 @@
 // a time window (JoinWithin): each pair of records with the same key and
 // event times at most the window apart is emitted once, when its second
 // record comes; each side's records wait in a store of their own for as
-// long as a later record could still pair with them; only the inner join
-// exists for streams (Kafka Streams also has left and outer ones).
+// long as a later record could still pair with them. A record more than
+// the window plus the grace period (JoinWindows.Grace, default 0) behind
+// the join's stream time is late, dropped and counted.
+//
+// LeftJoinStreams also sends on each left record that pairs with no
+// right record, and OuterJoinStreams each record of either side that
+// pairs with none, with fn told which side is missing. Such a record is
+// sent on once, when no record can pair with it any more: when the
+// join's stream time passes its time plus twice the window plus the
+// grace (a partner may be up to the window after it, and that partner
+// may itself come up to the window plus the grace behind the stream
+// time). Until then it is listed in a store with a changelog, so it
+// moves with its task, and a record is either in pairs or sent on alone,
+// never both. Kafka Streams sends it a window earlier and may pair it
+// after that with a partner that comes out of order.
 //
 // A task that reads a table's topic and other topics processes the table
 // up to its end offset, as read when the task starts (or until the table
