@@ -144,6 +144,38 @@
 // never both. Kafka Streams sends it a window earlier and may pair it
 // after that with a partner that comes out of order.
 //
+// # Joins on a foreign key
+//
+// Kafka Streams joins two tables on a key taken from the left table's
+// values (KTable.join with a foreign-key extractor): each left row is
+// sent, keyed by its foreign key, to the right table's partitions on a
+// subscription topic, and the right side answers on a response topic
+// keyed by the left key, which the left side checks against a hash of
+// the row's current value to drop answers to rows that have changed
+// since. baton has no such join. Its graph cannot express it: the left
+// table's subtopology would write the subscriptions that the right
+// table's reads and read the responses it writes, and Build refuses
+// subtopologies feeding each other (a cycle through topics). The
+// runtime also gives each repartition topic the partition count of
+// the subtopology writing it, where the subscription topic needs the
+// right table's count and the response topic the left's.
+//
+// Two joins come close. When the right table is small, make it a global
+// table and join the left table's changes with it (ToStream, then
+// JoinGlobal or LeftJoinGlobal with keyOf giving the foreign key): no
+// partitioning constraint, but a change of a right row reaches no
+// result until its left rows change. When it is not, regroup the left
+// table by the foreign key (GroupTableBy, then TableAggregate keeping,
+// per foreign key, the left rows that point to it), join that table
+// with the right one (JoinTables: both are keyed by the foreign key, so
+// the regrouped table's repartition topic and the right table's topic
+// must have the same partition count), and flatten the joined rows back
+// to the left keys (ToStream, FlatMap): every change on either side
+// reaches the results, at the cost of resending all the left rows of a
+// foreign key whenever one of them or its right row changes, and
+// without a tombstone for a left row that leaves a foreign key (the
+// example of GroupTableBy shows both).
+//
 // A task that reads a table's topic and other topics processes the table
 // up to its end offset, as read when the task starts (or until the table
 // has had no record for two seconds: a transaction marker may end it),
