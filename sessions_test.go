@@ -166,13 +166,13 @@ func TestSessionsScaleOutAndDrain(t *testing.T) {
 	var mu sync.Mutex // clicks, while the flow writes
 	ctx, stop := context.WithCancel(context.Background())
 	flowed := make(chan struct{})
+	var flowErr error // once flowed is closed
 	go func() {
 		defer close(flowed)
-		_ = tick.Every(ctx, 50*time.Millisecond, func() error {
+		flowErr = tick.Every(ctx, 50*time.Millisecond, func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if err := clicks.write(h.prod, clicks.batch(20)); err != nil && ctx.Err() == nil {
-				t.Errorf("the click flow stopped: %v", err)
 				return err
 			}
 			return nil
@@ -209,8 +209,9 @@ func TestSessionsScaleOutAndDrain(t *testing.T) {
 	h.eventually(30*time.Second, "b to run the drained tasks", func() bool { return written() > from+1000 })
 	stop()
 	<-flowed
-	if t.Failed() {
-		t.FailNow()
+	if flowErr != nil {
+		// The sessions the clicks make are unknown from here on.
+		t.Fatalf("the click flow stopped: %v", flowErr)
 	}
 	if err := clicks.write(h.prod, clicks.closers()); err != nil {
 		t.Fatal(err)
@@ -264,21 +265,37 @@ func (h *harness) copiesSoFar() int {
 // instance to since m: a learner restored it there first, it became
 // active warm, and both its stores, the sessions and the buffer of
 // sessions not yet closed, held state as it started processing (among
-// the copies recorded after the first copies). It returns the tasks.
+// the copies recorded after the first copies). A task its owner lost
+// meanwhile (a starved machine can miss the session timeout, and the
+// group then expels it) may move cold: it is only logged. It returns the
+// tasks that moved.
 func (h *harness) checkWarmMoves(m mark, copies int, to string) []string {
 	h.t.Helper()
 	events, _ := h.since(m)
-	var moved []string
+	var moved, warm []string
 	for i, e := range events {
 		if e.Kind != EventAssigned || e.Instance != to || !strings.HasPrefix(e.Task, "1_") {
 			continue
 		}
 		moved = append(moved, e.Task)
-		learned := slices.ContainsFunc(events[:i], func(l Event) bool {
-			return l.Kind == EventLearner && l.Instance == to && l.Task == e.Task
-		})
-		if !learned || e.Detail != "warm" {
+		before := func(kind EventKind, instance string) bool {
+			return slices.ContainsFunc(events[:i], func(l Event) bool {
+				return l.Kind == kind && (instance == "" || l.Instance == instance) && l.Task == e.Task
+			})
+		}
+		learned := before(EventLearner, to)
+		switch {
+		case learned && e.Detail == "warm":
+			warm = append(warm, e.Task)
+		case before(EventLost, ""):
+			h.t.Logf("session task %s became active on %s %s (lag %d) after its owner lost it", e.Task, to, e.Detail, e.Lag)
+		default:
 			h.t.Errorf("session task %s became active on %s %s (lag %d), learner there first: %v; want a warm promotion of its learner", e.Task, to, e.Detail, e.Lag, learned)
+			for _, o := range events {
+				if o.Task == e.Task {
+					h.t.Logf("  %s %s %s detail %q lag %v", o.Time.Format("15:04:05.000"), o.Instance, o.Kind, o.Detail, lagText(o.Lag))
+				}
+			}
 		}
 	}
 	if len(moved) == 0 {
@@ -299,14 +316,14 @@ func (h *harness) checkWarmMoves(m mark, copies int, to string) []string {
 		return out
 	}
 	h.eventually(30*time.Second, "the moved session tasks to start processing", func() bool {
-		for _, id := range moved {
+		for _, id := range warm {
 			if len(started(id)) < len(stores) {
 				return false
 			}
 		}
 		return true
 	})
-	for _, id := range moved {
+	for _, id := range warm {
 		got := started(id)
 		for _, store := range stores {
 			if c := got[store]; len(c.data) == 0 || c.checkpoint == 0 {
