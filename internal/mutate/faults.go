@@ -22,6 +22,22 @@ var faults = []fault{
 		tests: []tests{{".", "^TestCrash$"}, {".", "^TestScaleOut$"}},
 	},
 	{
+		name:  "learner-empties-suppress-buffer",
+		what:  "a learner applies the changelog records of the sessions application's suppression buffer as deletes: the sessions held back when the task moves are never sent",
+		file:  "internal/engine/restoring.go",
+		old:   "\t\tjob.parts = append(job.parts, applyPart{",
+		new:   "\t\tif s.core.Role(id).Role != lifecycle.Active && st.Name == \"closed-sessions\" {\n\t\t\tgone := make([]*kgo.Record, len(recs))\n\t\t\tfor i, r := range recs {\n\t\t\t\tc := *r\n\t\t\t\tc.Value = nil\n\t\t\t\tgone[i] = &c\n\t\t\t}\n\t\t\trecs = gone\n\t\t}\n\t\tjob.parts = append(job.parts, applyPart{",
+		tests: []tests{{".", "^TestSessionsScaleOutAndDrain$"}},
+	},
+	{
+		name:  "suppress-sends-early",
+		what:  "the suppression buffer sends a window on halfway through its gap and grace, before it has closed",
+		file:  "topology/suppress.go",
+		old:   "\tkeys, values, closeAfter := t.keys, t.values, t.closeAfter.Milliseconds()\n",
+		new:   "\tkeys, values, closeAfter := t.keys, t.values, t.closeAfter.Milliseconds()/2\n",
+		tests: []tests{{"./topology", "^TestSessionsMatchesModel$"}, {".", "^TestSessionsScaleOutAndDrain$"}},
+	},
+	{
 		name:  "pace-active-restore",
 		what:  "the restores of active tasks wait for busy actives too, as the warm copies' do",
 		file:  "internal/engine/restoring.go",
