@@ -97,8 +97,8 @@ var faults = []fault{
 		name:  "drain-leaves-early",
 		what:  "a draining instance leaves the group at once, before its tasks are handed over",
 		file:  "instance/core.go",
-		old:   "\tc.emit(Rejoin{Why: \"leaving\"})\n}\n",
-		new:   "\tc.emit(Rejoin{Why: \"leaving\"})\n\tc.leave()\n}\n",
+		old:   "\tc.rejoin(Rejoin{Why: \"leaving\"})\n}\n",
+		new:   "\tc.rejoin(Rejoin{Why: \"leaving\"})\n\tc.leave()\n}\n",
 		tests: []tests{{".", "^TestDrain$"}, {"./instance", "^TestScenarios$"}},
 	},
 	{
