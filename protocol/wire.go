@@ -152,48 +152,34 @@ func (r *reader) taskList(field string) []string {
 
 // lags reads (task id, lag) pairs in strictly ascending task order.
 func (r *reader) lags(field string) map[string]int64 {
-	n := r.count(field, minLagLen)
-	if n == 0 {
-		return nil
-	}
-	out := make(map[string]int64, n)
-	prev := ""
-	for i := range n {
-		at := r.off
-		t := r.string(field, i)
-		if r.err != nil {
-			return nil
-		}
-		if t == "" {
-			r.fail(at, field, i, "empty task id")
-			return nil
-		}
-		if i > 0 && t <= prev {
-			r.fail(at, field, i, "task %q is not after %q: lags are sorted by task and without duplicates", t, prev)
-			return nil
-		}
-		at = r.off
-		lag := r.int64(field, i)
-		if r.err != nil {
-			return nil
-		}
+	return taskValues(r, field, "lags", minLagLen, func(i int) int64 { return r.int64(field, i) }, func(lag int64, t string) string {
 		if lag < 0 {
-			r.fail(at, field, i, "negative lag %d for task %q", lag, t)
-			return nil
+			return fmt.Sprintf("negative lag %d for task %q", lag, t)
 		}
-		out[t] = lag
-		prev = t
-	}
-	return out
+		return ""
+	})
 }
 
 // loads reads (task id, load) pairs in strictly ascending task order.
 func (r *reader) loads(field string) map[string]int32 {
-	n := r.count(field, minLoadLen)
+	return taskValues(r, field, "loads", minLoadLen, func(int) int32 { return r.int32(field) }, func(load int32, t string) string {
+		if load < 1 {
+			return fmt.Sprintf("load %d for task %q is below 1", load, t)
+		}
+		return ""
+	})
+}
+
+// taskValues reads a list of (task id, value) pairs in strictly ascending
+// task order, each at least minLen bytes: value reads one value, and bad
+// says what is wrong with it ("" if nothing). what names the list in
+// errors.
+func taskValues[T any](r *reader, field, what string, minLen int, value func(i int) T, bad func(v T, task string) string) map[string]T {
+	n := r.count(field, minLen)
 	if n == 0 {
 		return nil
 	}
-	out := make(map[string]int32, n)
+	out := make(map[string]T, n)
 	prev := ""
 	for i := range n {
 		at := r.off
@@ -206,19 +192,19 @@ func (r *reader) loads(field string) map[string]int32 {
 			return nil
 		}
 		if i > 0 && t <= prev {
-			r.fail(at, field, i, "task %q is not after %q: loads are sorted by task and without duplicates", t, prev)
+			r.fail(at, field, i, "task %q is not after %q: %s are sorted by task and without duplicates", t, prev, what)
 			return nil
 		}
 		at = r.off
-		load := r.int32(field)
+		v := value(i)
 		if r.err != nil {
 			return nil
 		}
-		if load < 1 {
-			r.fail(at, field, i, "load %d for task %q is below 1", load, t)
+		if msg := bad(v, t); msg != "" {
+			r.fail(at, field, i, "%s", msg)
 			return nil
 		}
-		out[t] = load
+		out[t] = v
 		prev = t
 	}
 	return out
