@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/baton-streams/baton/internal/counts"
 	"github.com/baton-streams/baton/internal/tick"
 	"github.com/baton-streams/baton/topology"
 )
@@ -162,6 +163,23 @@ func TestSessionsScaleOutAndDrain(t *testing.T) {
 	opts := []Option{WithGuarantee(ExactlyOnce), WithTransactionTimeout(3 * time.Second), WithAcceptableLag(acceptable), h.checkCopies()}
 	a := h.start("a", opts...)
 	h.eventually(60*time.Second, "a to run every task", func() bool { return balanced(a) })
+	// Learners have state to restore: every session task has committed
+	// writes to both of its stores.
+	h.eventually(60*time.Second, "a to commit the state of every session task", func() bool {
+		for _, store := range []string{"sessions", "closed-sessions"} {
+			written := map[int32]bool{}
+			err := counts.Scan(context.Background(), h.brokers, topology.ChangelogTopic(h.appID, store), true, func(r *kgo.Record) {
+				written[r.Partition] = true
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(written) < 4 {
+				return false
+			}
+		}
+		return true
+	})
 
 	var mu sync.Mutex // clicks, while the flow writes
 	ctx, stop := context.WithCancel(context.Background())
