@@ -36,8 +36,9 @@ func (s *shell) observeLoads(at time.Time) {
 // last join (load.Ask): loads travel only in a join's subscriptions, so
 // without it a group with no other reason to rebalance would plan on old
 // loads for ever. At most one ask in LoadRebalance after the last join
-// or ask; none while the instance leaves or reports no loads. The
-// rebalance goes the way of the core's (shell.rejoin).
+// or ask; none while the instance leaves or reports no loads, nor while a
+// round is under way. The rebalance goes the way of the core's
+// (shell.rejoin).
 func (s *shell) askForLoads(at time.Time, active map[string]time.Duration, measured map[string]float64) {
 	a := s.a
 	if a.cfg.LoadStep <= 0 || a.leaving.Load() {
@@ -54,6 +55,14 @@ func (s *shell) askForLoads(at time.Time, active map[string]time.Duration, measu
 	k := load.Ask{Step: a.cfg.LoadStep, Every: a.cfg.LoadRebalance}
 	why, ok := k.Due(at, last, slices.Collect(maps.Keys(active)), measured, reported)
 	if !ok {
+		return
+	}
+	// While a round is under way the instance reports its loads in it:
+	// an ask held until the round ends (shell.rejoin) would bring a
+	// second round for loads already reported. The next read looks
+	// again.
+	now := time.Now().UnixNano()
+	if !roundSettled(now, max(a.joinedAt.Load(), s.forcedAt), a.assignedAt.Load(), a.fetchedAt.Load(), a.cfg.Rebalance) {
 		return
 	}
 	a.loadAskedAt = at

@@ -2,7 +2,9 @@
 // the group balances on (docs/assign.md, "Loads"): a smoothed measure per
 // active task ([Meter]), the figure a member reports for it, quantised
 // with hysteresis ([Quantise]), and an estimate for every task from the
-// loads measured or reported ([Estimate]).
+// loads measured or reported ([Estimate]); and when a member asks the
+// group for a rebalance because the figures it would report changed
+// ([Ask]).
 //
 // A load is the share of one worker's time a task's processing takes:
 // 0.25 is a quarter of a worker.
