@@ -64,12 +64,12 @@ type SkewConfig struct {
 }
 
 // DefaultSkewConfig is the full-size run: 12 partitions over 3 instances,
-// 20 lines/s a partition and 100 on partition 0, 4 ms a line to split: a
-// cold splitting task takes 8% of a worker, the hot one 40%. The sleep
-// outweighs the per-record CPU, so that the figures hold on a loaded
-// 2-core machine.
+// 5 lines/s a partition and 25 on partition 0, 10 ms a line to split: a
+// cold splitting task sleeps 5% of a worker, the hot one 25%. The sleep
+// outweighs the per-record CPU, so that no instance saturates on a loaded
+// 2-core machine (at 20 lines/s and 4 ms the hot partition's instance did).
 func DefaultSkewConfig() SkewConfig {
-	return SkewConfig{Variants: SkewVariants, Partitions: 12, Instances: 3, Rate: 20, Hot: 5, Cost: 4 * time.Millisecond,
+	return SkewConfig{Variants: SkewVariants, Partitions: 12, Instances: 3, Rate: 5, Hot: 5, Cost: 10 * time.Millisecond,
 		Interval: 60 * time.Second, Warm: 15 * time.Second, Window: 40 * time.Second, Timeout: 2 * time.Minute}
 }
 
