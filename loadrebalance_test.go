@@ -60,7 +60,7 @@ func (h *harness) plansSince(n int) []PlanStatus {
 // steady group makes no plan over many rebalance intervals. When the
 // line splitting becomes costly, the splitting tasks' loads climb by
 // steps: the instances ask for a rebalance, and the leader plans with
-// the new loads; then the group is steady again.
+// the new loads.
 func TestLoadChangeRebalances(t *testing.T) {
 	h := newHarness(t, 4)
 	var cost atomic.Int64
@@ -124,7 +124,12 @@ func TestLoadChangeRebalances(t *testing.T) {
 		}
 		return false
 	})
-	steady("after the change")
+	// Whether the group is quiet again once the new loads hold steady
+	// depends on how steady they are: on a shared machine a costly
+	// processor's busy share wobbles by more than a step for minutes, and
+	// each instance then asks again once per interval, as it should. The
+	// hysteresis and the limit are held by TestAskSteadyLoadsAskOnce and
+	// TestAskAtMostOnceEvery (internal/load), on loads the tests set.
 
 	f.stop()
 	h.waitExact(60 * time.Second)

@@ -599,20 +599,27 @@ func (d *demo) summary(verified string, balancedIn time.Duration) {
 		lag            int64
 		replayed       int64
 	}
-	moves := map[string]*move{}
+	// A task may move more than once (a stateless task that stood in on
+	// the new instance goes back): each last record on its owner begins
+	// a move, which the next assignment and first record complete.
+	moves := map[string][]*move{}
 	for _, e := range d.events {
 		if e.Time.Before(d.joinAt) {
 			continue
 		}
-		m := moves[e.Task]
-		if m == nil && (e.Kind == baton.EventLastRecord || e.Kind == baton.EventAssigned) {
-			m = &move{task: e.Task}
-			moves[e.Task] = m
+		ms := moves[e.Task]
+		var m *move
+		if len(ms) > 0 {
+			m = ms[len(ms)-1]
 		}
 		switch e.Kind {
 		case baton.EventLastRecord:
-			m.from, m.last = e.Instance, e.Time
+			moves[e.Task] = append(ms, &move{task: e.Task, from: e.Instance, last: e.Time})
 		case baton.EventAssigned:
+			if m == nil || m.to != "" {
+				m = &move{task: e.Task}
+				moves[e.Task] = append(ms, m)
+			}
 			m.to, m.lag = e.Instance, e.Lag
 		case baton.EventFirstRecord:
 			if m != nil && e.Instance == m.to && m.first.IsZero() {
@@ -633,15 +640,16 @@ func (d *demo) summary(verified string, balancedIn time.Duration) {
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		m := moves[id]
-		if m.from == "" || m.to == "" {
-			continue
+		for _, m := range moves[id] {
+			if m.from == "" || m.to == "" {
+				continue
+			}
+			gap := "-"
+			if !m.first.IsZero() && !m.last.IsZero() {
+				gap = m.first.Sub(m.last).Round(time.Millisecond).String()
+			}
+			fmt.Fprintf(d.out, "  %-5s %-4s %-4s %10s %8d %10d\n", m.task, m.from, m.to, gap, m.lag, m.replayed)
 		}
-		gap := "-"
-		if !m.first.IsZero() && !m.last.IsZero() {
-			gap = m.first.Sub(m.last).Round(time.Millisecond).String()
-		}
-		fmt.Fprintf(d.out, "  %-5s %-4s %-4s %10s %8d %10d\n", m.task, m.from, m.to, gap, m.lag, m.replayed)
 	}
 	fmt.Fprintln(d.out)
 	fmt.Fprintln(d.out, "Records processed per instance:")

@@ -116,6 +116,12 @@ func TestDemo(t *testing.T) {
 			t.Errorf("task %s moved from %s to i3 with lag %d, more than the demo's acceptable lag (100)", r[1], r[2], lag)
 		}
 	}
+	// Every move's gap runs from the old owner's last record to the new
+	// one's first: never below zero, also for a task that moved twice (a
+	// stateless task standing in on i3 and going back).
+	for _, r := range regexp.MustCompile(`(?m)^  (\d+_\d+) +(i\d) +(i\d) +(-\d\S*) `).FindAllStringSubmatch(out, -1) {
+		t.Errorf("task %s from %s to %s: gap %s, below zero", r[1], r[2], r[3], r[4])
+	}
 }
 
 // TestDemoAutoscale runs `baton demo --autoscale` and checks what it must
