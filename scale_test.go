@@ -311,6 +311,12 @@ func TestDrain(t *testing.T) {
 	// it begins (the slow-linked a took one cold while the group
 	// formed): its replay is the formation's, not the drain's.
 	assigned := map[string]bool{} // instance/task, since the drain began
+	// A copy the leader saw within the acceptable lag may take its task
+	// without a learner (a copy left on disk, whose lag its instance
+	// reads every second): it then replays what its task's owner wrote
+	// since, a second's flow at most, but never the task's whole state.
+	const sinceCaughtUp = 1000
+	caughtUp := map[string]bool{} // instance/task assigned within the acceptable lag
 	for _, e := range drained {
 		switch {
 		case e.Kind == EventLearnerReady:
@@ -323,6 +329,7 @@ func TestDrain(t *testing.T) {
 				break
 			}
 			moved++
+			caughtUp[e.Instance+"/"+e.Task] = e.Lag >= 0 && e.Lag <= 10
 			if e.Lag > 10 {
 				t.Errorf("task %s moved off the draining instance to %s %s (lag %v, learner ready before: %v); want a handover to a caught-up copy",
 					e.Task, e.Instance, e.Detail, lagText(e.Lag), ready[e.Instance+"/"+e.Task])
@@ -331,6 +338,10 @@ func TestDrain(t *testing.T) {
 					e.Task, e.Instance, e.Detail, lagText(e.Lag))
 			}
 		case e.Kind == EventRestored && e.Replayed > 10:
+			if caughtUp[e.Instance+"/"+e.Task] && e.Replayed <= sinceCaughtUp {
+				t.Logf("task %s replayed %d records on %s, whose copy was within the acceptable lag when it was given the task", e.Task, e.Replayed, e.Instance)
+				break
+			}
 			if _, was := held[e.Task]; !was && len(lost) > 0 {
 				t.Logf("task %s replayed %d records on %s, after %v", e.Task, e.Replayed, e.Instance, lost)
 				break
