@@ -70,8 +70,8 @@ func InactivityGap(gap time.Duration) SessionWindows {
 // record may be and still start or extend a session. d is a whole number
 // of milliseconds, >= 0.
 func (w SessionWindows) Grace(d time.Duration) SessionWindows {
-	if w.err == nil && (d < 0 || d%time.Millisecond != 0) {
-		w.err = fmt.Errorf("grace period %v must be a whole number of milliseconds >= 0", d)
+	if w.err == nil {
+		w.err = graceErr(d)
 	}
 	w.grace = d
 	return w

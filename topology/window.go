@@ -63,11 +63,20 @@ func HoppingWindows(size, advance time.Duration) Windows {
 // stream time, a record may still be added to it. d is a whole number of
 // milliseconds, >= 0.
 func (w Windows) Grace(d time.Duration) Windows {
-	if w.err == nil && (d < 0 || d%time.Millisecond != 0) {
-		w.err = fmt.Errorf("grace period %v must be a whole number of milliseconds >= 0", d)
+	if w.err == nil {
+		w.err = graceErr(d)
 	}
 	w.grace = d
 	return w
+}
+
+// graceErr says what is wrong with grace period d, if anything: it is a
+// whole number of milliseconds, >= 0 (time windows and sessions).
+func graceErr(d time.Duration) error {
+	if d < 0 || d%time.Millisecond != 0 {
+		return fmt.Errorf("grace period %v must be a whole number of milliseconds >= 0", d)
+	}
+	return nil
 }
 
 // Retain returns w with retention d: how long, in stream time, a window

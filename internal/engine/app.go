@@ -154,6 +154,7 @@ func New(top *topology.Topology, cfg Config) (*App, error) {
 		subs: map[int]topology.Subtopology{}, bySource: map[string]int{}, byChangelog: map[string]storeRef{},
 		closedTotals: map[string]TaskTotals{}, topicParts: map[string]int32{},
 		wake: make(chan struct{}, 1), leaveNow: make(chan struct{})}
+	a.loadMeter.Smoothing, a.loadMeter.Settle = cfg.LoadSmoothing, cfg.LoadSettle
 	a.txnMember.Store("")
 	stateful := false
 	for _, s := range top.Subtopologies() {

@@ -16,7 +16,6 @@ import (
 // the loads measured (for Subscription, Status and baton_task_load).
 func (s *shell) observeLoads(at time.Time) {
 	a := s.a
-	a.loadMeter.Smoothing, a.loadMeter.Settle = a.cfg.LoadSmoothing, a.cfg.LoadSettle
 	busy := map[string]time.Duration{}
 	for _, t := range a.activeTasks() {
 		busy[t.ID] = time.Duration(t.Busy.Swap(0))
